@@ -4,5 +4,33 @@ See :mod:`privinfer.mechanisms.base` for the protocol.
 """
 
 from .base import AdditiveMechanism, Guarantee, Mechanism
+from .canonical import (
+    CanonicalNoise,
+    CanonicalNoiseMechanism,
+    GaussianCanonicalMechanism,
+    GaussianCanonicalNoise,
+    SemiPrivateTwoByTwo,
+    TradeoffFunction,
+    Tulap,
+    TulapMechanism,
+    canonical_noise,
+    eps_delta_tradeoff,
+    gaussian_tradeoff,
+    tulap_q,
+)
 
 __all__ = ["Mechanism", "AdditiveMechanism", "Guarantee"]
+__all__ += [
+    "Tulap",
+    "TulapMechanism",
+    "CanonicalNoise",
+    "CanonicalNoiseMechanism",
+    "GaussianCanonicalNoise",
+    "GaussianCanonicalMechanism",
+    "SemiPrivateTwoByTwo",
+    "TradeoffFunction",
+    "eps_delta_tradeoff",
+    "gaussian_tradeoff",
+    "canonical_noise",
+    "tulap_q",
+]

@@ -1,0 +1,37 @@
+"""Inference on private releases: the semi-private UMPU odds-ratio test and its Bayesian counterpart.
+
+See :mod:`privinfer.inference.odds_ratio` (Cho and Awan, Semi-DP paper, Sec. 5.3, Thm 37) and
+:mod:`privinfer.inference.bayes_odds_ratio`.  The PyMC model is imported lazily.
+"""
+
+from .odds_ratio import (
+    OddsRatioTestResult,
+    naive_group_privacy_noise,
+    naive_group_privacy_test,
+    power,
+    semi_private_odds_ratio_interval,
+    semi_private_odds_ratio_test,
+    semi_private_p_value,
+    umpu_test_function,
+    umpu_threshold,
+)
+from .bayes_odds_ratio import (
+    log_odds_ratio_log_likelihood,
+    log_odds_ratio_posterior_grid,
+    semi_private_odds_ratio_model,
+)
+
+__all__ = [
+    "OddsRatioTestResult",
+    "semi_private_odds_ratio_test",
+    "semi_private_odds_ratio_interval",
+    "semi_private_p_value",
+    "umpu_threshold",
+    "umpu_test_function",
+    "naive_group_privacy_noise",
+    "naive_group_privacy_test",
+    "power",
+    "log_odds_ratio_log_likelihood",
+    "log_odds_ratio_posterior_grid",
+    "semi_private_odds_ratio_model",
+]
