@@ -43,6 +43,9 @@ __all__ = [
     "cost_matrix_rho",
     "analytic_gaussian_delta",
     "analytic_gaussian_epsilon",
+    "semi_adjacent_parameter",
+    "semi_adjacent_bound_one_way",
+    "one_way_margin_tables",
 ]
 
 
@@ -174,3 +177,155 @@ def analytic_gaussian_epsilon(cost, delta: float) -> float:
     return gdp_epsilon(cost_matrix_mu(cost), delta)
 
 
+
+
+# ----------------------------------------------------------------------------------------
+# Semi-adjacent parameter a(t) (Semi-DP paper, Sec. 3.3-3.4)
+# ----------------------------------------------------------------------------------------
+
+
+def semi_adjacent_bound_one_way(p: int) -> int:
+    r"""Theorem 16 (Semi-DP paper): with the one-way margins of a p-way table invariant and the
+    Hamming metric, :math:`a(t) \le p + 1` (attained when the target record shares no feature
+    level with any present record, Example 5).  For a single feature (e.g. state population
+    totals, p = 1) this gives a(t) = 2, the value used for the 2020 Census (Sec. 6.1)."""
+    if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+        raise ValueError(f"p (number of features) must be a positive integer, got {p!r}")
+    return int(p) + 1
+
+
+def one_way_margin_tables(margins) -> np.ndarray:
+    """All nonnegative integer p-way tables with the given one-way margins.
+
+    ``margins`` is a sequence of p count vectors (the level counts of each feature; all must
+    sum to the same n).  Returns an array of shape ``(k, n_1, ..., n_p)`` listing every table
+    (exhaustive search; meant for the small examples where a(t) is computed exactly).
+    """
+    ms = [np.asarray(m) for m in margins]
+    if len(ms) == 0:
+        raise ValueError("margins must hold at least one count vector")
+    for m in ms:
+        if m.ndim != 1 or m.size == 0 or m.dtype.kind not in "iu" and not np.all(m == np.round(m)):
+            raise ValueError("each margin must be a non-empty 1-d vector of integer counts")
+        if np.any(m < 0):
+            raise ValueError("margins must be nonnegative counts")
+    ms = [m.astype(np.int64) for m in ms]
+    n = int(ms[0].sum())
+    if any(int(m.sum()) != n for m in ms):
+        raise ValueError("the one-way margins must all sum to the same total n (infeasible invariant)")
+    shape = tuple(len(m) for m in ms)
+    cells = list(np.ndindex(*shape))
+    out = []
+    table = np.zeros(shape, dtype=np.int64)
+    rem = [m.copy() for m in ms]
+
+    def rec(ci, left):
+        # place counts cell by cell in lexicographic order with running remaining margins
+        if left == 0:
+            out.append(table.copy())
+            return
+        if ci == len(cells):
+            return
+        cell = cells[ci]
+        cap = min(int(rem[j][cell[j]]) for j in range(len(shape)))
+        for v in range(cap, -1, -1):
+            table[cell] = v
+            for j in range(len(shape)):
+                rem[j][cell[j]] -= v
+            rec(ci + 1, left - v)
+            for j in range(len(shape)):
+                rem[j][cell[j]] += v
+        table[cell] = 0
+
+    rec(0, n)
+    if not out:
+        raise ValueError("no table has these one-way margins (infeasible invariant)")
+    return np.asarray(out)
+
+
+def _semi_adjacent_from_histograms(H: np.ndarray, anchored: bool = True) -> int:
+    r"""Exact a(t) (Hamming metric) for a statistic that depends on the data only through
+    its histogram; ``H`` lists the histograms of D_t (one per row).
+
+    Because D_t is closed under permuting records, D_t^i is the same for every i: the cells
+    with a positive count in some row of H.  Two datasets X (X_i = x) and Y (Y_i = y),
+    x != y, with histograms h, g can be aligned (a maximum matching of equal records among
+    the other n - 1) so that they disagree in
+
+    .. math:: D(h, x; g, y) = 1 + (n-1) - \sum_c \min(h_c - [c=x],\, g_c - [c=y])
+
+    records, and no alignment does better.  Pairs x = y contribute 0.
+
+    ``anchored=True`` (default): the worst case over the confidential dataset X* in D_t of
+    the fewest changes to X* that turn one of its records x into any y in D_t^i while keeping
+    the invariant, :math:`\max_{h}\max_{x: h_x\ge1}\max_{y}\min_{g: g_y\ge1} D(h,x;g,y)`.
+    This is the reasoning of the proof of Theorem 16 and of Example 5 (a(t) = 3 for a 2x2
+    table whose confidential data has x22 = 0), and the value the paper uses (Sec. 5.2).
+
+    ``anchored=False``: Definition 13 read literally, with the infimum over both X and Y:
+    :math:`\max_{x,y}\min_{h: h_x\ge1,\, g: g_y\ge1} D(h,x;g,y)`.  This can be smaller
+    (for a 2x2 table with one-way margins it is 2 whenever D_t has two tables, since
+    X may be chosen to hold a record at y already).
+    """
+    H = np.asarray(H, dtype=np.int64).reshape(len(H), -1)
+    n = int(H[0].sum())
+    support = np.flatnonzero(H.max(axis=0) > 0)
+    best = 0
+    for x in support:
+        hx = H[H[:, x] >= 1].copy()
+        hx[:, x] -= 1
+        for y in support:
+            if x == y:
+                continue
+            gy = H[H[:, y] >= 1].copy()
+            gy[:, y] -= 1
+            overlap = np.minimum(hx[:, None, :], gy[None, :, :]).sum(axis=-1)
+            # rows: confidential histogram h; columns: candidate g
+            if anchored:
+                d = 1 + (n - 1) - int(overlap.max(axis=1).min())
+            else:
+                d = 1 + (n - 1) - int(overlap.max())
+            best = max(best, d)
+    return best
+
+
+def semi_adjacent_parameter(t=None, *, p=None, histograms=None, anchored: bool = True) -> int:
+    r"""Semi-adjacent parameter a(t) (Semi-DP paper, Definition 13; Hamming metric).
+
+    .. math:: a(t) = \sup_i \sup_{x,y \in D_t^i} \inf\{d(X,Y): X,Y\in D_t, X_i=x, Y_i=y\}
+
+    Exactly one of
+
+    ``p``
+        number of features of a table whose one-way margins are invariant: returns the
+        Theorem 16 bound ``p + 1`` (the worst case over t; e.g. ``p=1`` -> 2, the state
+        population totals of the 2020 Census, Sec. 6.1).
+    ``t``
+        the one-way margins themselves (sequence of p count vectors): exact a(t) by
+        enumerating every table with these margins (small examples only; Example 5).
+    ``histograms``
+        an explicit list of the histograms making up D_t (rows; any statistic that depends on
+        the data only through its histogram): exact a(t), e.g. Example 3 where
+        T(X) = number of ones among three binary records.
+
+    ``anchored`` selects between the paper's worked reading (worst case over the
+    confidential dataset, default; reproduces Examples 3 and 5 and Theorem 16) and the
+    literal infimum over both datasets of Definition 13 (see
+    :func:`_semi_adjacent_from_histograms` for both searches).
+    """
+    given = [v is not None for v in (t, p, histograms)]
+    if sum(given) != 1:
+        raise ValueError("give exactly one of t (one-way margins), p (number of features) or histograms")
+    if p is not None:
+        return semi_adjacent_bound_one_way(p)
+    if t is not None:
+        return _semi_adjacent_from_histograms(one_way_margin_tables(t), anchored)
+    H = np.asarray(histograms)
+    if H.ndim < 2 or H.shape[0] == 0:
+        raise ValueError("histograms must be a non-empty 2-d array (one histogram per row)")
+    if not np.all(H == np.round(H)) or np.any(H < 0):
+        raise ValueError("histograms must hold nonnegative integer counts")
+    H = H.reshape(H.shape[0], -1)
+    if len(set(H.sum(axis=1).tolist())) != 1:
+        raise ValueError("every histogram in D_t must have the same number of records n")
+    return _semi_adjacent_from_histograms(H, anchored)

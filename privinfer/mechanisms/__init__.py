@@ -4,6 +4,15 @@ See :mod:`privinfer.mechanisms.base` for the protocol.
 """
 
 from .base import AdditiveMechanism, Guarantee, Mechanism
+from .classic import Gaussian, Laplace
+from .subspace import (
+    ExtendedGaussian,
+    ExtendedLaplace,
+    ProjectedGaussian,
+    ProjectedLaplace,
+    null_sensitivity,
+    projected_laplace_row_marginal_logp,
+)
 from .canonical import (
     CanonicalNoise,
     CanonicalNoiseMechanism,
@@ -20,6 +29,9 @@ from .canonical import (
 )
 
 __all__ = ["Mechanism", "AdditiveMechanism", "Guarantee"]
+__all__ += ["Gaussian", "Laplace"]
+__all__ += ["ProjectedGaussian", "ExtendedGaussian", "ProjectedLaplace", "ExtendedLaplace",
+            "null_sensitivity", "projected_laplace_row_marginal_logp"]
 __all__ += [
     "Tulap",
     "TulapMechanism",
