@@ -5,6 +5,14 @@ See :mod:`privinfer.mechanisms.base` for the protocol.
 
 from .base import AdditiveMechanism, Guarantee, Mechanism
 from .classic import Gaussian, Laplace
+from .correlated import CorrelatedGaussian, base_decomposition, mvee_symmetric
+from .distributed import local_release, release_distributed
+from .semidp import (
+    KNorm,
+    SemiDPGaussian,
+    one_way_margins_l2_sensitivity,
+    one_way_margins_sensitivity_space,
+)
 from .subspace import (
     ExtendedGaussian,
     ExtendedLaplace,
@@ -30,6 +38,8 @@ from .canonical import (
 
 __all__ = ["Mechanism", "AdditiveMechanism", "Guarantee"]
 __all__ += ["Gaussian", "Laplace"]
+__all__ += ["CorrelatedGaussian", "mvee_symmetric", "base_decomposition", "release_distributed", "local_release"]
+__all__ += ["SemiDPGaussian", "KNorm", "one_way_margins_sensitivity_space", "one_way_margins_l2_sensitivity"]
 __all__ += ["ProjectedGaussian", "ExtendedGaussian", "ProjectedLaplace", "ExtendedLaplace",
             "null_sensitivity", "projected_laplace_row_marginal_logp"]
 __all__ += [
