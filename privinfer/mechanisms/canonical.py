@@ -609,11 +609,10 @@ class SemiPrivateTwoByTwo(Mechanism):
 
     @property
     def invariant(self):
-        """One-way margins of the 2x2 table (rows then columns)."""
-        from ..invariants import Invariant
+        """One-way margins of the 2x2 table: rows ``(t1., t2., t.1, t.2)`` of ``C``."""
+        from ..invariants import margins
 
-        C = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0], [0, 1, 0, 1]], dtype=float)
-        return Invariant(C)
+        return margins((2, 2), [(0,), (1,)])
 
     @property
     def guarantee(self) -> Guarantee:
