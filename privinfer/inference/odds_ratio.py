@@ -72,6 +72,7 @@ __all__ = [
     "resolve_noise",
     "release_statistic",
     "semi_private_p_value",
+    "p_value_function",
     "umpu_threshold",
     "umpu_test_function",
     "semi_private_odds_ratio_test",
@@ -147,6 +148,18 @@ def semi_private_p_value(release, margins, noise, odds_ratio=1.0) -> float:
     u = release_statistic(release, margins)
     h = _hyper_null(margins, odds_ratio)
     return float(np.clip(_p_right(u, h.support, h.logpmf(h.support), noise), 0.0, 1.0))
+
+
+def p_value_function(margins, noise, odds_ratio=1.0):
+    """``u -> E_{H ~ Hyper(t, w0)} F(H - u)``: eq. (6) as a vectorized function of the release ``U``."""
+    h = _hyper_null(margins, odds_ratio)
+    support, lp = h.support, h.logpmf(h.support)
+
+    def p(u):
+        u = check_finite_array(u, "release")
+        return np.clip(_p_right(u, support, lp, noise), 0.0, 1.0)
+
+    return p
 
 
 def umpu_threshold(margins, alpha, noise, odds_ratio=1.0) -> float:
