@@ -1,0 +1,19 @@
+"""Thin PyMC glue: mechanisms' likelihoods and invariant-constrained latents in a ``pm.Model``.
+
+* :func:`observe` -- the exact likelihood of a release (auxiliary latents where needed).
+* :func:`affine_latent` (alias :func:`constrained_vector`) -- continuous ``x`` on ``{C x = t}``.
+* :func:`lattice_latent` -- integer ``x`` on ``{x in Z^n : C x = t}``, sampled with
+  :class:`privinfer.samplers.LatticeMetropolis` / ``LatticeGibbs``.
+"""
+
+from .latents import affine_latent, constrained_vector, lattice_latent, prior_logp
+from .observe import observe, posterior_predictive_releases
+
+__all__ = [
+    "observe",
+    "affine_latent",
+    "constrained_vector",
+    "lattice_latent",
+    "prior_logp",
+    "posterior_predictive_releases",
+]

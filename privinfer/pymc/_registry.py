@@ -1,0 +1,50 @@
+"""Per-model metadata the glue records for the lattice step methods.
+
+A ``pm.Model`` carries a ``privinfer`` dict (attribute ``_privinfer``) with one
+:class:`LatticeLatentInfo` per integer latent made by :func:`lattice_latent` and the list of
+releases observed through :func:`observe` for each latent.  Step methods read it when they
+are built (in the main process), so nothing here is global state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["LatticeLatentInfo", "ObservedRelease", "model_registry"]
+
+
+@dataclass
+class ObservedRelease:
+    name: str
+    mechanism: object
+    y: np.ndarray
+
+
+@dataclass
+class LatticeLatentInfo:
+    name: str
+    invariant: object
+    t: np.ndarray
+    prior: object  # a PyMC distribution (``.dist``) or None
+    nonnegative: bool
+    initval: np.ndarray
+    releases: list = field(default_factory=list)
+
+
+@dataclass
+class AffineLatentInfo:
+    name: str
+    invariant: object
+    t: np.ndarray
+    x0: np.ndarray
+    releases: list = field(default_factory=list)
+
+
+def model_registry(model) -> dict:
+    reg = getattr(model, "_privinfer", None)
+    if reg is None:
+        reg = {"lattice": {}, "affine": {}}
+        model._privinfer = reg
+    return reg

@@ -1,0 +1,185 @@
+r"""Latent confidential data constrained by an invariant, as PyMC variables.
+
+The analyst's model is :math:`p(\theta)\,p(x\mid\theta)\,\mathbf 1\{Cx = t\}\,p(y\mid x)`:
+the invariant values ``t`` are *data* (published exactly), so conditioning on them means
+restricting the prior to the set ``{C x = t}`` without renormalizing it by
+:math:`p(t \mid \theta)` -- the joint density evaluated on that set is the posterior kernel.
+
+Continuous latent (:func:`affine_latent`)
+    ``x = x0 + Q_N z`` with ``x0`` the least-norm solution of ``C x = t`` and ``Q_N`` an
+    orthonormal null-space basis; ``z`` in ``R^{n-r}`` is free, so NUTS samples exactly on
+    the affine subspace.  The prior on ``x`` enters as its density evaluated at ``x``.  No
+    Jacobian is needed: ``z -> x0 + Q_N z`` is an isometry (``Q_N^T Q_N = I``), so Lebesgue
+    measure in ``z`` *is* the (n-r)-dimensional surface measure on ``{C x = t}``, and the
+    conditional density of ``x`` given ``C x = t`` w.r.t. surface measure is proportional
+    to the prior density at ``x`` (the proportionality constant -- involving
+    ``det(C C^T)^{-1/2}`` for full-row-rank C -- does not depend on theta).
+
+Integer latent (:func:`lattice_latent`)
+    ``x`` is an int64 vector on the fibre ``{x in Z^n : C x = t}`` (and ``x >= 0`` for
+    counts).  Its own log-density is 0 on the fibre and ``-inf`` off it, the prior is added
+    as a ``Potential``, and the step methods in :mod:`privinfer.samplers.lattice_metropolis`
+    move along the lattice ``{e : C e = 0}`` so they never leave the fibre.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import scipy.sparse as sp
+
+from ..invariants import InfeasibleInvariantError, Invariant
+from ._registry import AffineLatentInfo, LatticeLatentInfo, model_registry
+
+__all__ = ["affine_latent", "lattice_latent", "constrained_vector", "prior_logp"]
+
+
+def _as_invariant(invariant, t) -> tuple[Invariant, np.ndarray]:
+    if not isinstance(invariant, Invariant):
+        raise TypeError("invariant must be a privinfer.invariants.Invariant")
+    if t is None:
+        if invariant.t is None:
+            raise ValueError("no invariant values: pass t or build the Invariant with t")
+        return invariant, invariant.t
+    inv = invariant.with_t(t)
+    return inv, inv.t
+
+
+def prior_logp(prior, x):
+    """Log prior density of ``x``: ``prior`` is a PyMC ``.dist`` variable or a callable."""
+    if prior is None:
+        return pt.constant(0.0)
+    if callable(prior) and not isinstance(prior, pt.TensorVariable):
+        return pt.sum(prior(x))
+    return pt.sum(pm.logp(prior, x))
+
+
+def affine_latent(name: str, invariant: Invariant, t=None, prior=None, *, dims=None, model=None):
+    """Continuous latent ``x`` on ``{C x = t}`` parametrized as ``x0 + Q_N z``.
+
+    Parameters
+    ----------
+    name : name of the deterministic ``x`` (the free coordinates are ``f"{name}_z"``).
+    invariant, t : the invariant and its published values (``t`` defaults to ``invariant.t``).
+    prior : a PyMC distribution made with ``.dist(...)`` (e.g. ``pm.Normal.dist(mu, sigma,
+        shape=n)``) or a callable ``x -> logp``; its density at ``x`` is added as a Potential
+        named ``f"{name}_prior"``.  ``None`` adds nothing (flat on the subspace).
+    """
+    model = pm.modelcontext(model)
+    inv, t = _as_invariant(invariant, t)
+    Q = inv.null_basis()
+    x0 = inv.feasible_point(t)
+    z = pm.Flat(f"{name}_z", shape=(Q.shape[1],))
+    x = pm.Deterministic(name, pt.as_tensor_variable(x0) + pt.dot(pt.as_tensor_variable(Q), z), dims=dims)
+    if prior is not None:
+        pm.Potential(f"{name}_prior", prior_logp(prior, x))
+    model_registry(model)["affine"][name] = AffineLatentInfo(name, inv, t, np.asarray(x0))
+    return x
+
+
+#: Alias with the design notes' name.
+constrained_vector = affine_latent
+
+
+def _fibre_check(inv: Invariant, t: np.ndarray, nonnegative: bool):
+    """Symbolic ``0`` on the fibre ``{C x = t (, x >= 0)}`` and ``-inf`` off it."""
+    C = inv.matrix
+    ti = np.round(t).astype(np.int64)
+
+    def check(value):
+        xv = pt.as_tensor_variable(value)
+        if sp.issparse(C):
+            import pytensor.sparse as ps
+
+            Cx = ps.structured_dot(ps.as_sparse_variable(sp.csr_matrix(C, dtype=float)),
+                                   pt.cast(xv, "float64")[:, None])[:, 0]
+        else:
+            Cx = pt.dot(pt.as_tensor_variable(C), pt.cast(xv, "float64"))
+        ok = pt.all(pt.eq(pt.round(Cx), ti))
+        if nonnegative:
+            ok = ok & pt.all(pt.ge(xv, 0))
+        return pt.switch(ok, 0.0, -np.inf)
+
+    return check
+
+
+def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonnegative: bool = True,
+                   initval=None, dims=None, model=None):
+    """Integer latent ``x`` on the fibre ``{x in Z^n : C x = t}`` (``x >= 0`` by default).
+
+    Parameters
+    ----------
+    name : name of the int64 vector variable.
+    invariant, t : integer invariant and its published integer values.
+    prior : a PyMC distribution made with ``.dist(...)`` of shape (n,) -- e.g.
+        ``pm.Poisson.dist(mu=rates)`` (independent counts) or
+        ``pm.Multinomial.dist(n=total, p=p)`` (a multinomial given the total) -- whose
+        log-pmf at ``x`` is added as the Potential ``f"{name}_prior"``.
+    nonnegative : restrict to ``x >= 0`` (counts).
+    initval : a starting point on the fibre; by default a non-negative integer point is found
+        exactly (:meth:`Invariant.feasible_point`).
+
+    Raises
+    ------
+    InfeasibleInvariantError
+        if the fibre is empty (no (non-negative) integer point has ``C x = t``), or the
+        initial value is off the fibre.
+    ValueError
+        if the prior gives probability zero to the initial point (pass ``initval`` inside
+        the prior's support).
+
+    Sample ``x`` with :class:`privinfer.samplers.LatticeMetropolis` (or ``LatticeGibbs``).
+    """
+    model = pm.modelcontext(model)
+    inv, t = _as_invariant(invariant, t)
+    inv.lattice_basis()  # raises a clear error for a non-integer C
+    if np.any(t != np.round(t)):
+        raise InfeasibleInvariantError("no integer point: the invariant values t are not integers")
+    if initval is None:
+        x0 = inv.feasible_point(t, integer=True, nonnegative=nonnegative)
+    else:
+        x0 = np.asarray(initval)
+        if x0.shape != (inv.n,):
+            raise ValueError(f"initval must have shape ({inv.n},), got {x0.shape}")
+        if not np.all(np.isfinite(x0.astype(float))) or np.any(x0 != np.round(x0)):
+            raise ValueError("initval must hold integer counts")
+        x0 = np.round(x0).astype(np.int64)
+        if not inv.satisfied_by(x0, t, atol=0.5):
+            raise InfeasibleInvariantError("initval is off the fibre: C x0 != t")
+        if nonnegative and np.any(x0 < 0):
+            raise InfeasibleInvariantError("initval has negative entries but nonnegative=True")
+    x0 = np.asarray(x0, dtype=np.int64)
+    check = _fibre_check(inv, t, nonnegative)
+    x = pm.CustomDist(
+        name,
+        logp=lambda value: pt.zeros(inv.n) + check(value) / inv.n,
+        dtype="int64",
+        shape=(inv.n,),
+        initval=x0,
+        dims=dims,
+    )
+    if prior is not None:
+        lp = prior_logp(prior, x)
+        pm.Potential(f"{name}_prior", lp)
+        _check_prior_support(model, lp, x, x0, name)
+    model_registry(model)["lattice"][name] = LatticeLatentInfo(name, inv, np.asarray(t), prior, nonnegative, x0)
+    return x
+
+
+def _check_prior_support(model, lp, x, x0, name):
+    """Evaluate the prior at the initial point; -inf means no feasible start in its support."""
+    from pytensor.graph.replace import graph_replace
+
+    graph = model.replace_rvs_by_values([lp])[0]
+    value = model.rvs_to_values[x]
+    graph = graph_replace(graph, {value: pt.as_tensor_variable(x0)})
+    inputs = [v for v in model.value_vars if v is not value]
+    ip = model.initial_point()
+    fn = model.compile_fn(graph, inputs=inputs, on_unused_input="ignore", point_fn=False)
+    val = float(fn(*[ip[v.name] for v in inputs]))
+    if not np.isfinite(val):
+        raise ValueError(
+            f"the prior of '{name}' gives probability zero to the feasible starting point; "
+            "pass initval= a point on the fibre inside the prior's support (none was found)"
+        )

@@ -1,0 +1,222 @@
+r"""PyMC step methods for integer latents constrained by an invariant.
+
+:class:`LatticeMetropolis` samples ``x`` made by :func:`privinfer.pymc.lattice_latent`.
+One PyMC iteration is
+
+1. a Gibbs-within-Metropolis sweep over the short lattice basis ``b_1..b_d`` of
+   ``{e in Z^n : C e = 0}`` with double-geometric jumps (Integer subspace DP, Sec. 4,
+   Alg. 1, applied to the posterior), and
+2. ``n_multi`` multi-direction jumps ``x + B k`` with sparse double-geometric ``k`` (makes
+   the chain irreducible on the non-negative fibre),
+
+all accepted by Metropolis with log-posterior differences computed from the touched cells
+only where the model allows it (:class:`~privinfer.samplers.local_posterior.LocalPosterior`).
+Every proposal keeps ``C x = t`` exactly.  During tuning the jump scale is adapted
+(Robbins-Monro on its log) toward an acceptance rate of 0.44, the optimum for
+one-dimensional random-walk moves (Roberts and Rosenthal 2001).
+
+:class:`LatticeGibbs` replaces step 1 by exact conditional draws along each direction
+whenever the support along it is finite and small (heat bath), falling back to a
+Metropolis move otherwise.
+
+Both subclass PyMC's ``ArrayStepShared`` (imported from its submodule), compute nothing
+with PyMC in ``astep`` beyond compiled functions, declare their sampling statistics with a
+``lattice_`` prefix (no collision with NUTS's names), take their randomness from the
+generator PyMC hands them (``set_rng``; ``setup_chain`` is accepted too), and pickle for
+``cores > 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+from pymc.blocking import RaveledVars
+from pymc.step_methods.arraystep import ArrayStepShared
+from pymc.step_methods.compound import Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+
+from ..pymc._registry import model_registry
+from .lattice_kernels import SparseLatticeBasis, double_geometric_jumps
+from .local_posterior import LocalPosterior
+from .posterior_kernels import direction_gibbs, direction_sweep, multi_direction_jump
+
+__all__ = ["LatticeMetropolis", "LatticeGibbs"]
+
+#: Target acceptance rate of the single-direction moves during tuning.
+TARGET_ACCEPT = 0.44
+
+
+@dataclass_state
+class LatticeMetropolisState(StepMethodState):
+    log_scale: float
+    tune: bool
+    n_adapt: int
+    multi_a: float
+
+
+def _find_latent(model, vars):
+    reg = model_registry(model)["lattice"]
+    if len(vars) != 1:
+        raise ValueError("LatticeMetropolis updates exactly one lattice latent; make one step per latent")
+    value = vars[0]
+    rv = model.values_to_rvs.get(value, None)
+    if rv is None:
+        rv = value
+        value = model.rvs_to_values[rv]
+    info = reg.get(rv.name)
+    if info is None:
+        raise ValueError(
+            f"'{rv.name}' is not a lattice latent: create it with privinfer.pymc.lattice_latent"
+        )
+    return rv, value, info
+
+
+class LatticeMetropolis(ArrayStepShared):
+    """Metropolis on the lattice fibre of an integer latent (see module docstring).
+
+    Parameters
+    ----------
+    vars : the lattice latent (one variable).
+    scale : initial double-geometric jump scale (``P(zeta) ~ exp(-|zeta|/scale)``).
+    tune : adapt ``scale`` during PyMC's tuning phase.
+    n_multi : multi-direction jumps per iteration (0 disables them; only do that when
+        the basis moves alone connect the fibre).
+    order : ``"random"`` (fresh permutation each sweep) or ``"systematic"``.
+    model, rng, initial_point, blocked : as for PyMC step methods.
+    """
+
+    name = "lattice_metropolis"
+    default_blocked = True
+    stats_dtypes_shapes = {
+        "lattice_accept": (np.float64, []),
+        "lattice_multi_accept": (np.float64, []),
+        "lattice_jump_scale": (np.float64, []),
+        "lattice_tune": (bool, []),
+        "lattice_local": (bool, []),
+    }
+    _state_class = LatticeMetropolisState
+
+    def __init__(self, vars=None, scale: float = 1.0, tune: bool = True, n_multi: int = 1,
+                 order: str = "random", model=None, initial_point=None, rng=None, blocked: bool = True):
+        model = pm.modelcontext(model)
+        if vars is None:
+            vars = [v for v in model.value_vars if model.values_to_rvs[v].name in model_registry(model)["lattice"]]
+        vars = [model.rvs_to_values.get(v, v) for v in vars]
+        rv, value, info = _find_latent(model, vars)
+        if initial_point is None:
+            initial_point = model.initial_point()
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError("scale must be a finite number > 0")
+        if order not in ("random", "systematic"):
+            raise ValueError("order must be 'random' or 'systematic'")
+        self.info = info
+        self.basis = SparseLatticeBasis.from_matrix(info.invariant.lattice_basis())
+        self.nonnegative = info.nonnegative
+        self.order = order
+        self.n_multi = int(n_multi)
+        self.log_scale = float(np.log(scale))
+        self.tune = bool(tune)
+        self.n_adapt = 0
+        d = self.basis.d
+        # multi-direction jumps: about two directions move on average
+        self.multi_a = float(min(0.5, 1.0 / max(d - 1, 1)))
+        x0 = np.asarray(initial_point[value.name])
+        if not info.invariant.satisfied_by(x0.astype(float), info.t, atol=0.5):
+            raise ValueError(f"initial value of '{rv.name}' is off the fibre C x = t")
+        shared = pm.make_shared_replacements(initial_point, [value], model)
+        self.local = LocalPosterior(model, rv, info, self.basis, shared)
+        super().__init__([value], shared, rng=rng)
+
+    # -- PyMC hooks ------------------------------------------------------------------
+    @staticmethod
+    def competence(var, has_grad):
+        return Competence.INCOMPATIBLE  # never auto-assigned: the user chooses it explicitly
+
+    def setup_chain(self, rng=None, *args, **kwargs):
+        """Per-chain set-up hook of newer PyMC versions: seed, and restart tuning."""
+        if rng is not None:
+            self.set_rng(rng)
+
+    def reset_tuning(self):
+        self.n_adapt = 0
+
+    def stop_tuning(self):
+        self.tune = False
+
+    # -- the step ----------------------------------------------------------------------
+    def _sweep(self, x):
+        scale = float(np.exp(self.log_scale))
+        x, info = direction_sweep(self.rng, x, self.basis, self.local, scale, order=self.order,
+                                  nonnegative=self.nonnegative)
+        rate = info["accepted"] / info["proposed"] if info["proposed"] else np.nan
+        return x, rate
+
+    def astep(self, q0: RaveledVars):
+        x = np.asarray(q0.data, dtype=np.int64)
+        self.local.refresh(x)
+        x, rate = self._sweep(x)
+        multi = []
+        for _ in range(self.n_multi):
+            x, info = multi_direction_jump(self.rng, x, self.basis, self.local, self.multi_a,
+                                           nonnegative=self.nonnegative)
+            multi.append(info["accepted"])
+        if self.tune and np.isfinite(rate):
+            self.n_adapt += 1
+            self.log_scale += (rate - TARGET_ACCEPT) / np.sqrt(self.n_adapt)
+            self.log_scale = float(np.clip(self.log_scale, np.log(0.05), np.log(1e6)))
+        stats = {
+            "lattice_accept": float(rate) if np.isfinite(rate) else 0.0,
+            "lattice_multi_accept": float(np.mean(multi)) if multi else np.nan,
+            "lattice_jump_scale": float(np.exp(self.log_scale)),
+            "lattice_tune": self.tune,
+            "lattice_local": self.local.is_local,
+        }
+        return RaveledVars(x.astype(q0.data.dtype), q0.point_map_info), [stats]
+
+
+class LatticeGibbs(LatticeMetropolis):
+    """Exact conditional (heat-bath) updates along each lattice direction.
+
+    Along ``b_j`` the non-negative fibre allows a finite interval of steps whenever
+    ``b_j`` has entries of both signs (always the case when the invariant fixes a total);
+    if that interval has at most ``max_support`` points, all are scored locally and the
+    step is drawn from the exact conditional.  Otherwise a Metropolis move is made along
+    ``b_j``.  Multi-direction jumps are kept for irreducibility.
+    """
+
+    name = "lattice_gibbs"
+
+    def __init__(self, vars=None, max_support: int = 256, **kwargs):
+        self.max_support = int(max_support)
+        super().__init__(vars, **kwargs)
+
+    def _sweep(self, x):
+        d = self.basis.d
+        js = self.rng.permutation(d) if self.order == "random" else np.arange(d)
+        moved = total = 0
+        scale = float(np.exp(self.log_scale))
+        for j in js:
+            x, info = direction_gibbs(self.rng, x, int(j), self.basis, self.local,
+                                      nonnegative=self.nonnegative, max_support=self.max_support)
+            if not info["exact"]:
+                x = self._metropolis_direction(x, int(j), scale)
+                continue
+            total += 1
+            moved += info["moved"]
+        return x, (moved / total if total else np.nan)
+
+    def _metropolis_direction(self, x, j, scale):
+        z = int(double_geometric_jumps(self.rng, scale, (1,))[0])
+        if z == 0:
+            return x
+        idx = self.basis.indices[j]
+        old = x[idx]
+        new = old + z * self.basis.values[j]
+        if self.nonnegative and np.any(new < 0):
+            return x
+        if np.log(self.rng.random()) < float(self.local.delta(idx, old, new)):
+            self.local.accept(idx, old, new)
+            x = x.copy()
+            x[idx] = new
+        return x
+
