@@ -45,7 +45,7 @@ from .subspace import SUPPORT_RTOL, _check_invariant
 __all__ = ["CorrelatedGaussian", "mvee_symmetric", "base_decomposition"]
 
 
-def mvee_symmetric(points, tol: float = 1e-7, max_iter: int = 100_000):
+def mvee_symmetric(points, tol: float = 1e-7, max_iter: int = 100_000, return_weights: bool = False):
     r"""Minimum-volume enclosing ellipsoid of ``conv(+-p_1, ..., +-p_N)`` (centred at 0).
 
     ``points`` is m x N (columns p_j spanning R^m).  By symmetry the MVEE is centred at the
@@ -60,7 +60,9 @@ def mvee_symmetric(points, tol: float = 1e-7, max_iter: int = 100_000):
     The returned F is finally scaled by :math:`\sqrt{\max_j g_j/m}` so that every point is
     inside ``E = F B_2`` exactly.
 
-    Returns ``F`` (m x m, symmetric positive definite) with ``E = {F b : ||b|| <= 1}``.
+    Returns ``F`` (m x m, symmetric positive definite) with ``E = {F b : ||b|| <= 1}``, and
+    with ``return_weights=True`` also the design weights u (a certificate: u is optimal iff
+    ``max_j p_j^T M(u)^{-1} p_j <= m``, the Kiefer-Wolfowitz equivalence theorem).
     """
     P = check_finite_array(points, "points", ndim=2)
     m, N = P.shape
@@ -96,7 +98,7 @@ def mvee_symmetric(points, tol: float = 1e-7, max_iter: int = 100_000):
     g = np.sum(P * np.linalg.solve(M, P), axis=0)
     scale = max(1.0, float(np.max(g)) / m)
     F = (W * np.sqrt(m * scale * lam)) @ W.T
-    return F
+    return (F, u) if return_weights else F
 
 
 def base_decomposition(AN) -> list[np.ndarray]:
