@@ -236,7 +236,10 @@ def controlled_rounding(z, invariant: Invariant, t=None) -> np.ndarray:
     """
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    C = invariant.integer_matrix()
+    if not invariant.is_integer:
+        raise ValueError("controlled rounding needs an integer constraint matrix C")
+    Cs = sp.csr_matrix(invariant.matrix, dtype=float)
+    C = _IntegerProduct(Cs)
     t = invariant.t if t is None else np.asarray(t, dtype=float)
     ti = np.round(np.asarray(t, dtype=float)).astype(np.int64)
     z = np.maximum(np.asarray(z, dtype=float), 0.0)
@@ -244,7 +247,6 @@ def controlled_rounding(z, invariant: Invariant, t=None) -> np.ndarray:
     zf = np.floor(z + 1e-9)
     r = np.maximum(z - zf, 0.0)
     base = zf.astype(np.int64)
-    Cs = sp.csr_matrix(C.astype(float))
     rhs = (ti - C @ base).astype(float)
     res = milp(1.0 - 2.0 * r, constraints=[LinearConstraint(Cs, rhs, rhs)],
                integrality=np.ones(n), bounds=Bounds(0.0, 1.0))
@@ -253,7 +255,7 @@ def controlled_rounding(z, invariant: Invariant, t=None) -> np.ndarray:
     else:
         # variables (x, u): min sum u, u >= x - z, u >= z - x, C x = t, x >= 0 integer
         eye = sp.identity(n, format="csr")
-        A = sp.vstack([sp.hstack([Cs, sp.csr_matrix((C.shape[0], n))]),
+        A = sp.vstack([sp.hstack([Cs, sp.csr_matrix((Cs.shape[0], n))]),
                        sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]).tocsr()
         lo = np.concatenate([ti, np.full(n, -np.inf), np.full(n, -np.inf)])
         hi = np.concatenate([ti, z, -z])
@@ -265,6 +267,20 @@ def controlled_rounding(z, invariant: Invariant, t=None) -> np.ndarray:
     if np.any(x < 0) or not np.array_equal(C @ x, ti):
         raise RuntimeError("controlled rounding returned a point that misses the invariant")
     return x
+
+
+class _IntegerProduct:
+    """``C @ v`` for integer sparse C and int64 v, exact: float products are exact below 2^53."""
+
+    def __init__(self, Cs):
+        self.Cs = Cs
+        self.row_abs = np.asarray(abs(Cs).sum(axis=1)).ravel()
+
+    def __matmul__(self, v):
+        v = np.asarray(v, dtype=np.int64)
+        if float(np.max(self.row_abs, initial=0.0)) * float(np.max(np.abs(v), initial=0)) >= 2.0**53:
+            raise OverflowError("counts too large for exact invariant arithmetic")
+        return np.rint(self.Cs @ v.astype(float)).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,7 +377,9 @@ class TopDownBaseline(Mechanism):
         rng = as_generator(rng)
         flat = x.reshape(-1, self.n)
         meas = self.measure(flat, rng)
-        C = self._invariant.integer_matrix() if self._invariant.structure not in ("total", "groups") else None
+        C = None
+        if self._invariant.structure not in ("total", "groups"):
+            C = _IntegerProduct(sp.csr_matrix(self._invariant.matrix, dtype=float))
         out = np.empty_like(flat)
         for i in range(flat.shape[0]):
             t = (C @ flat[i]) if C is not None else np.bincount(
