@@ -69,7 +69,7 @@ import numpy as np
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_positive
-from .base import AdditiveMechanism, Guarantee
+from .base import AdditiveMechanism, Guarantee, SeparableLogp
 
 __all__ = [
     "as_rational",
@@ -430,6 +430,11 @@ class DoubleGeometric(_IntegerAdditive):
         c = math.log(math.tanh(0.5 / b))
         return self._masked_sum(e, c - xp.abs(e) / b, xp)
 
+    def separable_logp(self) -> SeparableLogp:
+        """Per cell ``-|e_i| / b`` (the normalizing constant does not depend on x)."""
+        b = float(self.scale)
+        return SeparableLogp(cell=lambda e: -np.abs(e) / b)
+
 
 class DiscreteGaussian(_IntegerAdditive):
     r"""Discrete Gaussian mechanism on :math:`\mathbb{Z}^n` (Canonne, Kamath, Steinke 2020):
@@ -468,3 +473,8 @@ class DiscreteGaussian(_IntegerAdditive):
         s = float(self.sigma)
         lz = discrete_gaussian_log_normalizer(s)
         return self._masked_sum(e, -(e * e) / (2 * s * s) - lz, xp)
+
+    def separable_logp(self) -> SeparableLogp:
+        """Per cell ``-e_i^2 / (2 sigma^2)`` (the normalizing constant does not depend on x)."""
+        c = 1.0 / (2.0 * float(self.sigma2))
+        return SeparableLogp(cell=lambda e: -c * np.square(np.asarray(e, dtype=float)))

@@ -36,9 +36,9 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 
 from ..pymc._registry import model_registry
-from .lattice_kernels import SparseLatticeBasis, double_geometric_jumps
+from .lattice_kernels import SparseLatticeBasis
 from .local_posterior import LocalPosterior
-from .posterior_kernels import direction_gibbs, direction_sweep, multi_direction_jump
+from .posterior_kernels import direction_gibbs, direction_sweep, multi_direction_jump, nonzero_double_geometric
 
 __all__ = ["LatticeMetropolis", "LatticeGibbs"]
 
@@ -163,7 +163,7 @@ class LatticeMetropolis(ArrayStepShared):
         if self.tune and np.isfinite(rate):
             self.n_adapt += 1
             self.log_scale += (rate - TARGET_ACCEPT) / np.sqrt(self.n_adapt)
-            self.log_scale = float(np.clip(self.log_scale, np.log(0.05), np.log(1e6)))
+            self.log_scale = float(np.clip(self.log_scale, np.log(0.1), np.log(1e6)))
         stats = {
             "lattice_accept": float(rate) if np.isfinite(rate) else 0.0,
             "lattice_multi_accept": float(np.mean(multi)) if multi else np.nan,
@@ -206,9 +206,7 @@ class LatticeGibbs(LatticeMetropolis):
         return x, (moved / total if total else np.nan)
 
     def _metropolis_direction(self, x, j, scale):
-        z = int(double_geometric_jumps(self.rng, scale, (1,))[0])
-        if z == 0:
-            return x
+        z = int(nonzero_double_geometric(self.rng, np.exp(-1.0 / scale), (1,))[0])
         idx = self.basis.indices[j]
         old = x[idx]
         new = old + z * self.basis.values[j]

@@ -16,8 +16,8 @@ Moves
 -----
 * :func:`direction_sweep` -- Gibbs-within-Metropolis over the d basis directions (Integer
   subspace DP, Sec. 4, Alg. 1, applied to the posterior): ``x + zeta b_j`` with ``zeta``
-  double geometric, :math:`q(\zeta) \propto a^{|\zeta|}` (symmetric, so the Metropolis
-  ratio is the target ratio).
+  double geometric given ``zeta != 0``, :math:`q(\zeta) \propto a^{|\zeta|}` (symmetric, so
+  the Metropolis ratio is the target ratio).
 * :func:`multi_direction_jump` -- ``x + B k`` with independent double-geometric ``k_j``
   conditioned on ``k != 0`` (still symmetric: ``k -> -k`` preserves the event).  Every
   ``k in Z^d \ {0}`` has positive probability, so any two points of the (finite,
@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from .lattice_kernels import SparseLatticeBasis, double_geometric_jumps
+from .lattice_kernels import SparseLatticeBasis
 
 __all__ = [
     "direction_sweep",
@@ -45,26 +45,24 @@ __all__ = [
     "direction_gibbs",
     "direction_range",
     "sparse_double_geometric",
+    "nonzero_double_geometric",
 ]
 
 
 def direction_sweep(rng, x, basis: SparseLatticeBasis, target, scale, *, order="random", nonnegative=True):
     """One Metropolis sweep over all basis directions.
 
-    Returns ``(x_new, info)`` with ``info = {"accepted": int, "proposed": int}`` where
-    proposals with ``zeta = 0`` (no move) are not counted.
+    Returns ``(x_new, info)`` with ``info = {"accepted": int, "proposed": int}``.
     """
     x = np.array(x, dtype=np.int64, copy=True)
     d = basis.d
     js = rng.permutation(d) if order == "random" else np.arange(d)
     scales = np.broadcast_to(np.asarray(scale, dtype=float), (d,))
-    zeta = double_geometric_jumps(rng, scales[js], (d,))
+    zeta = nonzero_double_geometric(rng, np.exp(-1.0 / scales[js]), (d,))
     log_u = np.log(rng.random(d))
     acc = prop = 0
     for k, j in enumerate(js):
         z = int(zeta[k])
-        if z == 0:
-            continue
         prop += 1
         idx = basis.indices[j]
         old = x[idx]
@@ -76,6 +74,17 @@ def direction_sweep(rng, x, basis: SparseLatticeBasis, target, scale, *, order="
             x[idx] = new
             acc += 1
     return x, {"accepted": acc, "proposed": prop}
+
+
+def nonzero_double_geometric(rng, a, size) -> np.ndarray:
+    r"""Double geometric draws conditioned on being non-zero: :math:`P(k) \propto a^{|k|}`,
+    :math:`k \ne 0` -- magnitude geometric on {1, 2, ...} with success :math:`1 - a`, fair
+    sign.  Symmetric in law, so a Metropolis step with it needs only the target ratio, and
+    no proposal is wasted on a null move."""
+    a = np.broadcast_to(np.asarray(a, dtype=float), size)
+    mags = rng.geometric(1.0 - a)
+    signs = rng.integers(0, 2, size=size) * 2 - 1
+    return (mags * signs).astype(np.int64)
 
 
 def sparse_double_geometric(rng, d: int, a: float) -> np.ndarray:
@@ -90,10 +99,8 @@ def sparse_double_geometric(rng, d: int, a: float) -> np.ndarray:
         if nnz > 0:
             break
     js = rng.choice(d, size=nnz, replace=False)
-    mags = rng.geometric(1.0 - a, size=nnz)
-    signs = rng.integers(0, 2, size=nnz) * 2 - 1
     k = np.zeros(d, dtype=np.int64)
-    k[js] = mags * signs
+    k[js] = nonzero_double_geometric(rng, a, (nnz,))
     return k
 
 

@@ -1,0 +1,162 @@
+"""Exact-posterior tests for integer latents sampled with LatticeMetropolis / LatticeGibbs."""
+
+import sys
+import pathlib
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import stats
+
+from privinfer import invariants as I
+from privinfer.invariants import InfeasibleInvariantError
+from privinfer.mechanisms.discrete import DoubleGeometric
+from privinfer.pymc import lattice_latent, observe
+from privinfer.samplers import LatticeGibbs, LatticeMetropolis
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from posterior_helpers import empirical_tv, enumerate_fibre, exact_marginals, marginal_tv_tolerance  # noqa: E402
+
+
+def _check_against_exact(idata, points, logw, name="x"):
+    marg, mean = exact_marginals(points, logw)
+    post = idata.posterior[name]
+    draws = post.values.reshape(-1, post.shape[-1])
+    summ = az.summary(idata, var_names=[name], kind="all")
+    ess = summ["ess_bulk"].to_numpy()
+    rhat = summ["r_hat"].to_numpy()
+    assert np.all(rhat < 1.05), f"R-hat {rhat}"
+    for i in range(points.shape[1]):
+        # 5 Monte Carlo standard errors (MCSE from ArviZ's ESS) for the mean ...
+        mcse = summ["mcse_mean"].to_numpy()[i]
+        assert abs(draws[:, i].mean() - mean[i]) < 5 * max(mcse, 1e-3), (i, draws[:, i].mean(), mean[i], mcse)
+        # ... and the whole marginal pmf within the TV tolerance of posterior_helpers
+        tv = empirical_tv(draws[:, i], marg[i])
+        assert tv < marginal_tv_tolerance(marg[i], ess[i]), (i, tv, ess[i])
+    return summ
+
+
+def _poisson_dg_logw(points, mu, y, scale):
+    return (stats.poisson.logpmf(points, mu).sum(axis=1) - np.abs(y - points).sum(axis=1) / scale)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step_cls", [LatticeMetropolis, LatticeGibbs])
+def test_counties_total_exact_posterior(step_cls):
+    # 4 counties, total 15 fixed; Poisson prior with unequal means; double-geometric noise.
+    inv = I.total(4)
+    mu = np.array([2.0, 5.0, 3.0, 6.0])
+    x_true = np.array([1, 6, 3, 5])
+    y = x_true + np.array([2, -1, 0, -3])
+    scale = 1.2
+    mech = DoubleGeometric(4, scale=scale)
+    with pm.Model():
+        x = lattice_latent("x", inv, [15], prior=pm.Poisson.dist(mu=mu))
+        observe("y", mech, x, observed=y)
+        step = step_cls([x])
+        assert step.local.is_local
+        idata = pm.sample(3000, tune=500, step=[step], chains=3, cores=1, random_seed=11,
+                          progressbar=False, compute_convergence_checks=False)
+    pts = enumerate_fibre(inv, [15])
+    assert len(pts) == 816  # C(18, 3) compositions of 15 into 4 parts
+    summ = _check_against_exact(idata, pts, _poisson_dg_logw(pts, mu, y, scale))
+    print(summ[["mean", "ess_bulk", "r_hat"]])
+    assert np.all(idata.posterior["x"].values.sum(-1) == 15)
+
+
+@pytest.mark.slow
+def test_two_way_table_multinomial_prior_exact_posterior():
+    # 2 x 3 table with fixed row and column totals (total 12), multinomial prior given the
+    # total, double-geometric noise on every cell.
+    inv = I.margins((2, 3), [(0,), (1,)])
+    x_true = np.array([3, 1, 2, 1, 3, 2])
+    t = inv.of(x_true)
+    p = np.array([0.25, 0.1, 0.15, 0.1, 0.25, 0.15])
+    y = x_true + np.array([1, 0, -1, 0, 2, -1])
+    scale = 1.0
+    mech = DoubleGeometric(6, scale=scale)
+    with pm.Model():
+        x = lattice_latent("x", inv, t, prior=pm.Multinomial.dist(n=12, p=p))
+        observe("y", mech, x, observed=y)
+        step = LatticeMetropolis([x])
+        assert step.local.is_local  # multinomial made local: the invariant fixes the total
+        idata = pm.sample(3000, tune=500, step=[step], chains=3, cores=1, random_seed=5,
+                          progressbar=False, compute_convergence_checks=False)
+    pts = enumerate_fibre(inv, t)
+    logw = stats.multinomial.logpmf(pts, 12, p) - np.abs(y - pts).sum(axis=1) / scale
+    _check_against_exact(idata, pts, logw)
+    draws = idata.posterior["x"].values.reshape(-1, 6)
+    assert np.all(inv.of(draws) == t)  # invariant in every draw
+
+
+def test_nonlocal_terms_fall_back_to_exact_full_evaluation():
+    # a user Potential depending on x makes the target non-separable: the step must still
+    # be exact (it evaluates that term on the whole x)
+    inv = I.total(3)
+    mu = np.array([2.0, 3.0, 4.0])
+    with pm.Model() as model:
+        x = lattice_latent("x", inv, [6], prior=pm.Poisson.dist(mu=mu))
+        pm.Potential("pair", -0.3 * (x[0] - x[1]) ** 2)
+        step = LatticeMetropolis([x])
+        assert not step.local.is_local and step.local.nonlocal_terms == ["pair"]
+        idata = pm.sample(3000, tune=300, step=[step], chains=2, cores=1, random_seed=3,
+                          progressbar=False, compute_convergence_checks=False)
+    pts = enumerate_fibre(inv, [6])
+    logw = stats.poisson.logpmf(pts, mu).sum(axis=1) - 0.3 * (pts[:, 0] - pts[:, 1]) ** 2
+    _check_against_exact(idata, pts, logw)
+    assert model is not None
+
+
+def test_reproducible_under_random_seed_and_stats_names():
+    inv = I.total(4)
+    kw = dict(draws=50, tune=20, chains=2, cores=1, progressbar=False, compute_convergence_checks=False)
+    runs = []
+    for _ in range(2):
+        with pm.Model():
+            x = lattice_latent("x", inv, [10], prior=pm.Poisson.dist(mu=np.full(4, 2.5)))
+            observe("y", DoubleGeometric(4, scale=1.0), x, observed=np.array([2, 3, 1, 4]))
+            idata = pm.sample(step=[LatticeMetropolis([x])], random_seed=42, **kw)
+        runs.append(idata)
+    np.testing.assert_array_equal(runs[0].posterior["x"].values, runs[1].posterior["x"].values)
+    assert {"lattice_accept", "lattice_jump_scale", "lattice_multi_accept"} <= set(runs[0].sample_stats)
+
+
+@pytest.mark.slow
+def test_with_nuts_and_multiple_cores():
+    # hierarchical rate sampled by NUTS next to the lattice step; 2 chains on 2 processes
+    inv = I.total(5)
+    y = np.array([4, 7, 2, 9, 3])
+    with pm.Model():
+        log_rate = pm.Normal("log_rate", np.log(5.0), 1.0)
+        x = lattice_latent("x", inv, [25], prior=pm.Poisson.dist(mu=pm.math.exp(log_rate) * np.ones(5)))
+        observe("y", DoubleGeometric(5, scale=1.0), x, observed=y)
+        step = LatticeMetropolis([x])
+        idata = pm.sample(300, tune=200, step=[step, pm.NUTS([log_rate])], chains=2, cores=2,
+                          random_seed=7, progressbar=False, compute_convergence_checks=False)
+    assert idata.posterior["x"].shape == (2, 300, 5)
+    assert np.all(idata.posterior["x"].values.sum(-1) == 25)
+    # both chains moved (the step pickled and ran in the worker processes)
+    assert idata.sample_stats["lattice_accept"].mean() > 0.05
+    assert "diverging" in idata.sample_stats and "lattice_accept" in idata.sample_stats
+
+
+def test_bad_inputs_raise_before_sampling():
+    inv = I.total(3)
+    with pm.Model():
+        with pytest.raises(InfeasibleInvariantError):
+            lattice_latent("x", inv, [-2], prior=pm.Poisson.dist(mu=np.ones(3)))  # no x >= 0
+    with pm.Model():
+        with pytest.raises(InfeasibleInvariantError, match="off the fibre"):
+            lattice_latent("x", inv, [5], prior=pm.Poisson.dist(mu=np.ones(3)), initval=[1, 1, 1])
+    with pm.Model():
+        with pytest.raises(ValueError, match="prior"):
+            # binomial prior with n = 1 per cell cannot reach a total of 5 at the start found
+            lattice_latent("x", inv, [5], prior=pm.Binomial.dist(n=1, p=0.5, shape=3))
+    with pm.Model():
+        x = lattice_latent("x", I.total(3), [5], prior=pm.Poisson.dist(mu=np.ones(3)))
+        with pytest.raises(ValueError, match=r"shape \(3,\)"):
+            observe("y", DoubleGeometric(3, scale=1.0), x, observed=np.array([1, 2]))
+    with pm.Model():
+        with pytest.raises(ValueError, match="integer"):
+            lattice_latent("x", I.total(2), [3.5])
