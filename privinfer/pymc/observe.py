@@ -5,8 +5,8 @@ r"""Put a mechanism's exact likelihood for a released ``y`` into a PyMC model.
 mechanism's own ``release`` -- so ``pm.sample_posterior_predictive`` draws releases with
 exactly the curator's law.
 
-Mechanisms without a closed-form density (projected Laplace, Subspace DP Cor. 17) expose
-``augmented_logp(y, x, r)``: the joint density of the release and the row-space part ``r``
+Mechanisms without a closed-form density (projected Laplace, Subspace DP Cor. 17) set
+``requires_augmentation`` and expose ``augmentation_dim`` and ``augmented_logp(y, x, r)``: the joint density of the release and the row-space part ``r``
 of the raw Laplace noise (``e = (y - x) + R r``, ``R`` an orthonormal row-space basis,
 ``p(e) = prod_i Lap(e_i)``).  For those, ``observe`` adds the free latent ``f"{name}_r"``
 (dimension ``rank C``) and the augmented density as a Potential; marginalizing ``r`` gives
@@ -66,8 +66,8 @@ def observe(name: str, mechanism, x, observed, *, model=None):
     if info is not None:
         info.releases.append(ObservedRelease(name, mechanism, y))
 
-    if hasattr(mechanism, "augmented_logp") and getattr(mechanism, "needs_augmentation", True):
-        r = pm.Flat(f"{name}_r", shape=(mechanism.invariant.rank,))
+    if getattr(mechanism, "requires_augmentation", False):
+        r = pm.Flat(f"{name}_r", shape=(mechanism.augmentation_dim,))
         pm.Potential(f"{name}_loglik", mechanism.augmented_logp(pt.as_tensor_variable(y), x, r))
         return r
 
