@@ -3,7 +3,6 @@ Census zCDP analysis (Sec. 6.1)."""
 
 import itertools
 
-import numpy as np
 import pytest
 
 from privinfer import accounting as acc

@@ -47,7 +47,6 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import special
 
-from .. import accounting
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_positive
