@@ -187,7 +187,11 @@ def answer_map(source: LinearGaussian, target: LinearGaussian, *, rtol: float = 
     else:
         A = np.zeros((mt, 0))
     R = np.eye(mt) - Wt @ Ks_pinv @ Wt.T
-    C = St_half @ _sqrt_psd(R)
+    # eigenvalues of R lie in [0, 1]; rounding-level ones (< 1e-12) are exact zeros, whose
+    # square roots would otherwise inject ~1e-8 spurious noise (changes Cov by <= 1e-12 Sigma)
+    wR, VR = np.linalg.eigh(_sym(R))
+    wR = np.where(wR < 1e-12, 0.0, np.minimum(wR, 1.0))
+    C = St_half @ ((VR * np.sqrt(wR)) @ VR.T)
     return A, C
 
 
