@@ -3,9 +3,10 @@ r"""PyMC step methods for integer latents constrained by an invariant.
 :class:`LatticeMetropolis` samples ``x`` made by :func:`privinfer.pymc.lattice_latent`.
 One PyMC iteration is
 
-1. a Gibbs-within-Metropolis sweep over the short lattice basis ``b_1..b_d`` of
-   ``{e in Z^n : C e = 0}`` with double-geometric jumps (Integer subspace DP, Sec. 4,
-   Alg. 1, applied to the posterior), and
+1. a Gibbs-within-Metropolis sweep over lattice moves -- random within-group pairs
+   ``e_i - e_j`` for totals and partitions, the short lattice basis ``b_1..b_d`` of
+   ``{e in Z^n : C e = 0}`` otherwise -- with double-geometric jumps (Integer subspace DP,
+   Sec. 4, Alg. 1, applied to the posterior), and
 2. ``n_multi`` multi-direction jumps ``x + B k`` with sparse double-geometric ``k`` (makes
    the chain irreducible on the non-negative fibre),
 
@@ -36,7 +37,7 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 
 from ..pymc._registry import model_registry
-from .lattice_kernels import SparseLatticeBasis
+from .lattice_kernels import LatticeMoves, PairMoves
 from .local_posterior import LocalPosterior
 from .posterior_kernels import direction_gibbs, direction_sweep, multi_direction_jump, nonzero_double_geometric
 
@@ -110,14 +111,18 @@ class LatticeMetropolis(ArrayStepShared):
         if order not in ("random", "systematic"):
             raise ValueError("order must be 'random' or 'systematic'")
         self.info = info
-        self.basis = SparseLatticeBasis.from_matrix(info.invariant.lattice_basis())
+        inv = info.invariant
+        self.basis = LatticeMoves.from_matrix(inv.lattice_basis())
+        # totals and partitions: random within-group pairs mix far faster than the chain
+        # basis e_i - e_{i+1} (see PairMoves); otherwise sweep the short basis
+        self.moves = PairMoves(inv.group_codes) if inv.structure in ("total", "groups") else self.basis
         self.nonnegative = info.nonnegative
         self.order = order
         self.n_multi = int(n_multi)
         self.log_scale = float(np.log(scale))
         self.tune = bool(tune)
         self.n_adapt = 0
-        d = self.basis.d
+        d = self.basis.k
         # multi-direction jumps: about two directions move on average
         self.multi_a = float(min(0.5, 1.0 / max(d - 1, 1)))
         x0 = np.asarray(initial_point[value.name])
@@ -146,7 +151,7 @@ class LatticeMetropolis(ArrayStepShared):
     # -- the step ----------------------------------------------------------------------
     def _sweep(self, x):
         scale = float(np.exp(self.log_scale))
-        x, info = direction_sweep(self.rng, x, self.basis, self.local, scale, order=self.order,
+        x, info = direction_sweep(self.rng, x, self.moves, self.local, scale, order=self.order,
                                   nonnegative=self.nonnegative)
         rate = info["accepted"] / info["proposed"] if info["proposed"] else np.nan
         return x, rate
@@ -191,25 +196,24 @@ class LatticeGibbs(LatticeMetropolis):
         super().__init__(vars, **kwargs)
 
     def _sweep(self, x):
-        d = self.basis.d
-        js = self.rng.permutation(d) if self.order == "random" else np.arange(d)
+        ids = self.moves.schedule(self.rng, self.order)
         moved = total = 0
         scale = float(np.exp(self.log_scale))
-        for j in js:
-            x, info = direction_gibbs(self.rng, x, int(j), self.basis, self.local,
+        for j in ids:
+            idx, vals = self.moves.move(j)
+            x, info = direction_gibbs(self.rng, x, idx, vals, self.local,
                                       nonnegative=self.nonnegative, max_support=self.max_support)
             if not info["exact"]:
-                x = self._metropolis_direction(x, int(j), scale)
+                x = self._metropolis_direction(x, idx, vals, scale)
                 continue
             total += 1
             moved += info["moved"]
         return x, (moved / total if total else np.nan)
 
-    def _metropolis_direction(self, x, j, scale):
+    def _metropolis_direction(self, x, idx, vals, scale):
         z = int(nonzero_double_geometric(self.rng, np.exp(-1.0 / scale), (1,))[0])
-        idx = self.basis.indices[j]
         old = x[idx]
-        new = old + z * self.basis.values[j]
+        new = old + z * vals
         if self.nonnegative and np.any(new < 0):
             return x
         if np.log(self.rng.random()) < float(self.local.delta(idx, old, new)):
@@ -217,4 +221,3 @@ class LatticeGibbs(LatticeMetropolis):
             x = x.copy()
             x[idx] = new
         return x
-

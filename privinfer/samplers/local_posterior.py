@@ -28,6 +28,7 @@ try:
 except ImportError:  # older PyTensor
     from pytensor.graph.basic import ancestors
 from pytensor.graph.replace import graph_replace
+from scipy.special import gammaln
 
 __all__ = ["LocalPosterior"]
 
@@ -63,6 +64,7 @@ class _PriorCells:
         self.param_fn = _compile([], graphs)
         xs = pt.lvector("xs")
         ps = [pt.vector(f"p{i}", dtype=g.dtype) for i, g in enumerate(graphs)]
+        self.kind = "multinomial" if self.multinomial else type(op).__name__
         if self.multinomial:
             cell = pt.cast(xs, "float64") * pt.log(ps[0]) - pt.gammaln(pt.cast(xs, "float64") + 1.0)
             cell = pt.switch(pt.ge(xs, 0), cell, -np.inf)
@@ -71,15 +73,32 @@ class _PriorCells:
             cell = pm.logp(rv, xs)
         self.cell_fn = _compile([xs, *ps], cell)
         self.params = None
+        self._log_p = None
 
     def refresh(self):
         self.params = [np.asarray(p) for p in self.param_fn()]
         if any(p.shape != self.params[0].shape for p in self.params):
             raise RuntimeError("prior parameters did not broadcast to the latent's shape")
+        if self.kind in ("PoissonRV", "multinomial"):
+            p = self.params[0].astype(float)
+            with np.errstate(divide="ignore"):
+                self._log_p = np.log(p)
+            self._mu = p if self.kind == "PoissonRV" else np.zeros_like(p)
 
     def cells(self, idx, vals):
-        """Log-pmf of cells ``idx`` taking values ``vals`` (shape (..., k)); sums over k."""
+        """Log-pmf of cells ``idx`` taking values ``vals`` (shape (..., k)); sums over k.
+
+        Poisson and multinomial cells are scored in NumPy (``x log mu - mu - log x!``, the
+        same formula PyMC compiles, without the call overhead); other distributions through
+        the compiled PyMC log-pmf.
+        """
         vals = np.asarray(vals, dtype=np.int64)
+        if self._log_p is not None:
+            lp, mu = self._log_p[idx], self._mu[idx]
+            with np.errstate(invalid="ignore"):
+                c = np.where(vals > 0, vals * lp, 0.0) - mu - gammaln(vals + 1.0)
+            c = np.where(vals >= 0, c, -np.inf)
+            return c.sum(axis=-1)
         flat = vals.reshape(-1, len(idx))
         reps = flat.shape[0]
         ps = [np.tile(p[idx], reps) for p in self.params]
@@ -183,7 +202,8 @@ class LocalPosterior:
         new = np.asarray(new, dtype=np.int64)
         out = np.zeros(new.shape[:-1])
         if self.prior is not None:
-            out = out + (self.prior.cells(idx, new) - self.prior.cells(idx, old))
+            both = self.prior.cells(idx, np.concatenate([np.reshape(old, (1, -1)), new.reshape(-1, len(idx))]))
+            out = out + (both[1:].reshape(new.shape[:-1]) - both[0])
         for r in self.releases:
             out = out + r.delta(idx, old, new)
         if self.other_fn is not None:

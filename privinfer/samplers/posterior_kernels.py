@@ -14,8 +14,9 @@ statistics (e.g. a squared norm).
 
 Moves
 -----
-* :func:`direction_sweep` -- Gibbs-within-Metropolis over the d basis directions (Integer
-  subspace DP, Sec. 4, Alg. 1, applied to the posterior): ``x + zeta b_j`` with ``zeta``
+* :func:`direction_sweep` -- Gibbs-within-Metropolis over a set of lattice moves (the d
+  basis directions, or random within-group pairs for totals; Integer subspace DP, Sec. 4,
+  Alg. 1, applied to the posterior): ``x + zeta b_j`` with ``zeta``
   double geometric given ``zeta != 0``, :math:`q(\zeta) \propto a^{|\zeta|}` (symmetric, so
   the Metropolis ratio is the target ratio).
 * :func:`multi_direction_jump` -- ``x + B k`` with independent double-geometric ``k_j``
@@ -37,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from .lattice_kernels import SparseLatticeBasis
+from .lattice_kernels import LatticeMoves
 
 __all__ = [
     "direction_sweep",
@@ -49,31 +50,32 @@ __all__ = [
 ]
 
 
-def direction_sweep(rng, x, basis: SparseLatticeBasis, target, scale, *, order="random", nonnegative=True):
-    """One Metropolis sweep over all basis directions.
+def direction_sweep(rng, x, moves, target, scale, *, order="random", nonnegative=True):
+    """One Metropolis sweep over a set of lattice moves.
 
+    ``moves`` follows the move-set protocol of :mod:`privinfer.samplers.lattice_kernels`
+    (``LatticeMoves`` for a basis, ``PairMoves`` for totals/partitions): ``schedule(rng,
+    order)`` lists the sweep's move ids and ``move(id) -> (idx, vals)``.  Each step proposes
+    ``x + zeta * b`` with ``zeta`` non-zero double geometric of the given ``scale``.
     Returns ``(x_new, info)`` with ``info = {"accepted": int, "proposed": int}``.
     """
     x = np.array(x, dtype=np.int64, copy=True)
-    d = basis.d
-    js = rng.permutation(d) if order == "random" else np.arange(d)
-    scales = np.broadcast_to(np.asarray(scale, dtype=float), (d,))
-    zeta = nonzero_double_geometric(rng, np.exp(-1.0 / scales[js]), (d,))
-    log_u = np.log(rng.random(d))
-    acc = prop = 0
-    for k, j in enumerate(js):
-        z = int(zeta[k])
-        prop += 1
-        idx = basis.indices[j]
+    ids = moves.schedule(rng, order)
+    m = len(ids)
+    zeta = nonzero_double_geometric(rng, np.exp(-1.0 / float(scale)), (m,))
+    log_u = np.log(rng.random(m))
+    acc = 0
+    for k in range(m):
+        idx, vals = moves.move(ids[k])
         old = x[idx]
-        new = old + z * basis.values[j]
+        new = old + int(zeta[k]) * vals
         if nonnegative and np.any(new < 0):
             continue
         if log_u[k] < float(target.delta(idx, old, new)):
             target.accept(idx, old, new)
             x[idx] = new
             acc += 1
-    return x, {"accepted": acc, "proposed": prop}
+    return x, {"accepted": acc, "proposed": m}
 
 
 def nonzero_double_geometric(rng, a, size) -> np.ndarray:
@@ -104,10 +106,10 @@ def sparse_double_geometric(rng, d: int, a: float) -> np.ndarray:
     return k
 
 
-def multi_direction_jump(rng, x, basis: SparseLatticeBasis, target, a: float, *, nonnegative=True):
+def multi_direction_jump(rng, x, basis: LatticeMoves, target, a: float, *, nonnegative=True):
     """Propose ``x + B k`` (see :func:`sparse_double_geometric`); Metropolis accept/reject."""
     x = np.array(x, dtype=np.int64, copy=True)
-    k = sparse_double_geometric(rng, basis.d, a)
+    k = sparse_double_geometric(rng, basis.k, a)
     js = np.flatnonzero(k)
     idx = np.unique(np.concatenate([basis.indices[j] for j in js]))
     step = np.zeros(basis.n, dtype=np.int64)
@@ -143,15 +145,14 @@ def direction_range(x, idx, vals, nonnegative=True, bound=None):
     return lo, hi
 
 
-def direction_gibbs(rng, x, j: int, basis: SparseLatticeBasis, target, *, nonnegative=True, max_support=256):
-    """Exact conditional update along ``b_j`` when its support is finite and small.
+def direction_gibbs(rng, x, idx, vals, target, *, nonnegative=True, max_support=256):
+    """Exact conditional update along the move ``b`` (non-zeros ``vals`` at ``idx``) when its
+    support is finite and small.
 
-    Returns ``(x_new, info)``; ``info["exact"]`` is False when the support along ``b_j`` is
+    Returns ``(x_new, info)``; ``info["exact"]`` is False when the support along ``b`` is
     unbounded or larger than ``max_support`` (then ``x`` is returned unchanged and the
     caller should use a Metropolis move instead).
     """
-    idx = basis.indices[j]
-    vals = basis.values[j]
     lo, hi = direction_range(x, idx, vals, nonnegative)
     if not (np.isfinite(lo) and np.isfinite(hi)) or hi - lo + 1 > max_support:
         return x, {"exact": False, "support": np.inf if not np.isfinite(hi - lo) else hi - lo + 1}
