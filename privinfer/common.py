@@ -47,6 +47,7 @@ __all__ = [
     "common_mechanism",
     "residual",
     "recreate",
+    "recreation_map",
     "estimate",
     "query_noise_variance",
     "SNRBounds",
@@ -544,24 +545,37 @@ def recreate(omega_common, omega_residual, target: LinearGaussian, common: Linea
     has shape ``(..., m_target)``.  Raises ``ValueError`` if ``(common, residual)`` is not
     equivalent to ``target``.
     """
+    A, C = recreation_map(target, common, residual_mechanism, rtol=rtol)
+    return _apply_recreation(A, C, omega_common, omega_residual, common.m, residual_mechanism.m, rng)
+
+
+def recreation_map(target: LinearGaussian, common: LinearGaussian, residual_mechanism: LinearGaussian,
+                   *, rtol: float = 1e-9):
+    """The matrices ``(A, C)`` used by :func:`recreate`: ``target(x)`` has the law of
+    ``A [common(x), residual(x)] + C N(0, I)``.  Compute once when recreating many outputs."""
     for M, name in ((target, "target"), (common, "common"), (residual_mechanism, "residual")):
         _check_mechanism(M, name)
     _same_n(target, common, residual_mechanism)
     source = LinearGaussian.joint(common, residual_mechanism)
     if not equivalent(source, target, rtol=rtol):
         raise ValueError("(common, residual) is not equivalent to target: their cost matrices differ (Lemma 3.11)")
+    A, C = answer_map(source, target, rtol=rtol)
+    if target.m and np.max(np.abs(C)) <= 1e-12 * np.max(np.abs(target.Sigma)):
+        C = None  # independent target rows: no top-up noise
+    return A, C
+
+
+def _apply_recreation(A, C, omega_common, omega_residual, m_common: int, m_residual: int, rng):
     wc = check_finite_array(omega_common, "omega_common")
     wr = check_finite_array(omega_residual, "omega_residual")
-    if wc.ndim == 0 or wc.shape[-1] != common.m:
-        raise ValueError(f"omega_common must have shape (..., {common.m}), got {wc.shape}")
-    if wr.ndim == 0 or wr.shape[-1] != residual_mechanism.m:
-        raise ValueError(f"omega_residual must have shape (..., {residual_mechanism.m}), got {wr.shape}")
+    if wc.ndim == 0 or wc.shape[-1] != m_common:
+        raise ValueError(f"omega_common must have shape (..., {m_common}), got {wc.shape}")
+    if wr.ndim == 0 or wr.shape[-1] != m_residual:
+        raise ValueError(f"omega_residual must have shape (..., {m_residual}), got {wr.shape}")
     if wc.shape[:-1] != wr.shape[:-1]:
         raise ValueError(f"omega_common and omega_residual have different batch shapes {wc.shape[:-1]} and {wr.shape[:-1]}")
-    A, C = answer_map(source, target, rtol=rtol)
-    w = np.concatenate([wc, wr], axis=-1)
-    out = w @ A.T
-    if target.m and np.max(np.abs(C)) > 1e-12 * np.max(np.abs(target.Sigma)):
+    out = np.concatenate([wc, wr], axis=-1) @ A.T
+    if C is not None:
         z = as_generator(rng).standard_normal(out.shape)
         out = out + z @ C.T
     return out
@@ -600,14 +614,20 @@ def estimate(mechanism: LinearGaussian, omega, queries, *, rtol: float = RTOL):
     :math:`QK_*^\dagger B_*^T\Sigma_*^{-1} = QB_*^\dagger`).  ``omega`` may be a stack
     ``(..., m)``; returns ``(mean (..., q), cov (q, q))``.
     """
-    _check_mechanism(mechanism)
-    Q = _check_queries(queries, mechanism.n)
-    Kp = _check_answerable_queries(mechanism, Q, rtol)
+    G, cov = _estimator(mechanism, queries, rtol)
     w = check_finite_array(omega, "omega")
     if w.ndim == 0 or w.shape[-1] != mechanism.m:
         raise ValueError(f"omega must have shape (..., {mechanism.m}), got {w.shape}")
+    return w @ G.T, cov
+
+
+def _estimator(mechanism: LinearGaussian, queries, rtol: float = RTOL):
+    """``(G, cov)``: the BLUE of ``Q x`` is ``G omega``, with covariance ``cov``."""
+    _check_mechanism(mechanism)
+    Q = _check_queries(queries, mechanism.n)
+    Kp = _check_answerable_queries(mechanism, Q, rtol)
     G = Q @ Kp @ mechanism.B.T @ np.linalg.inv(mechanism.Sigma)  # q x m
-    return w @ G.T, _sym(Q @ Kp @ Q.T)
+    return G, _sym(Q @ Kp @ Q.T)
 
 
 def query_noise_variance(mechanism: LinearGaussian, queries, A=None, *, rtol: float = RTOL) -> np.ndarray:
@@ -664,8 +684,12 @@ def snr_bounds(common: LinearGaussian, omega_common, queries, noise_variance, *,
     :func:`query_noise_variance`): :math:`\Sigma_1[i,i]` for the primary mechanism,
     :math:`(A\Sigma_2A^T)[i,i]` for a secondary one with :math:`B_1 = AB_2`.
     """
-    zz = check_positive(z, "z")
     mean, cov = estimate(common, omega_common, queries)
+    return _bounds(mean, cov, noise_variance, z)
+
+
+def _bounds(mean, cov, noise_variance, z) -> SNRBounds:
+    zz = check_positive(z, "z")
     sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     nv = check_finite_array(noise_variance, "noise_variance")
     if nv.shape[-1:] != mean.shape[-1:] or np.any(nv <= 0):
@@ -753,10 +777,18 @@ class NestedSelection:
         self.step_residuals = [residual(commons[k + 1], commons[k]) for k in range(K - 1)]
         self.final_residuals = [residual(mechs[k], commons[k]) for k in range(K)]
         self.candidate_noise_variance = [query_noise_variance(mechs[k + 1], mechs[k].B) for k in range(K - 1)]
+        # post-processing maps, computed once: estimators of B_k x from C_k, recreation maps
+        self._estimators = [_estimator(commons[k], mechs[k].B) for k in range(K - 1)]
+        self._step_maps = [recreation_map(commons[k + 1], commons[k], self.step_residuals[k]) for k in range(K - 1)]
+        self._final_maps = [recreation_map(mechs[k], commons[k], self.final_residuals[k]) for k in range(K)]
 
     def bounds(self, k: int, omega_k) -> SNRBounds:
         """SNR bounds at step ``k`` from ``omega_k`` (an output of ``commons[k]``)."""
-        return snr_bounds(self.commons[k], omega_k, self.mechanisms[k].B, self.candidate_noise_variance[k], z=self.z)
+        G, cov = self._estimators[k]
+        w = check_finite_array(omega_k, "omega_k")
+        if w.ndim == 0 or w.shape[-1] != self.commons[k].m:
+            raise ValueError(f"omega_k must have shape (..., {self.commons[k].m}), got {w.shape}")
+        return _bounds(w @ G.T, cov, self.candidate_noise_variance[k], self.z)
 
     def go_finer(self, k: int, omega_k) -> bool:
         """Decision at step ``k``: move on to analysis ``k + 1`` (True) or stop at ``k``."""
@@ -787,13 +819,15 @@ class NestedSelection:
             S = self.step_residuals[k]
             ws = S.release(x, rng=rng)
             released.append((f"step residual {k}", S, ws))
-            omega = recreate(omega, ws, self.commons[k + 1], self.commons[k], S, rng=rng)
+            A, C = self._step_maps[k]
+            omega = _apply_recreation(A, C, omega, ws, self.commons[k].m, S.m, rng)
             k += 1
         F = self.final_residuals[k]
         wf = F.release(x, rng=rng)
         if F.m:
             released.append((f"final residual {k}", F, wf))
-        out = recreate(omega, wf, self.mechanisms[k], self.commons[k], F, rng=rng)
+        A, C = self._final_maps[k]
+        out = _apply_recreation(A, C, omega, wf, self.commons[k].m, F.m, rng)
         return SelectionResult(choice=k, output=out, released=released, bounds=bounds)
 
 
