@@ -160,3 +160,24 @@ def test_bad_inputs_raise_before_sampling():
     with pm.Model():
         with pytest.raises(ValueError, match="integer"):
             lattice_latent("x", I.total(2), [3.5])
+
+
+def test_set_rng_and_setup_chain_hooks_agree():
+    # the same generator handed through either hook gives the same chain
+    from pymc.blocking import DictToArrayBijection
+
+    inv = I.total(4)
+    outs = []
+    for hook in ("set_rng", "setup_chain"):
+        with pm.Model() as model:
+            x = lattice_latent("x", inv, [10], prior=pm.Poisson.dist(mu=np.full(4, 2.5)))
+            step = LatticeMetropolis([x])
+        getattr(step, hook)(np.random.default_rng(123))
+        q = DictToArrayBijection.map({"x": model.initial_point()["x"]})
+        seq = []
+        for _ in range(20):
+            q, _ = step.astep(q)
+            seq.append(q.data.copy())
+        outs.append(np.array(seq))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert np.all(outs[0].sum(axis=1) == 10)
