@@ -19,6 +19,7 @@ from . import invariants as _inv
 from .invariants import Invariant
 
 __all__ = ["delinquent_children", "DELINQUENT_COUNTIES", "DELINQUENT_EDUCATION",
+           "intersecting_counting_example",
            "DATA_ENV", "DataFileError",
            "GazetteerCounties", "StateCounties", "load_gazetteer_counties", "state_county_populations",
            "NhgisCounties", "TOTAL_POPULATION", "load_nhgis_counties", "nhgis_variables",
@@ -54,6 +55,38 @@ DATA_ENV = "PRIVINFER_DATA"
 
 class DataFileError(ValueError):
     """A data file exists but does not have the expected layout (message names file and problem)."""
+
+
+def intersecting_counting_example() -> tuple[np.ndarray, tuple[tuple[int, ...], ...]]:
+    """Synthetic 14-record example with three intersecting counting constraints.
+
+    The integer subspace DP paper (Dharangutte, Gao, Gong, Yu 2023, Sec. 5 and App. E.2,
+    Fig. 3) uses three counting constraints S1, S2, S3 over 14 records whose pairwise and
+    triple intersections are all non-empty; its figure and counts are not in our copy, so
+    this is our construction with every region of the Venn diagram occupied:
+
+    =================  ==========
+    region             records
+    =================  ==========
+    S1 only            0, 1
+    S2 only            2, 3
+    S3 only            4, 5
+    S1 & S2 only       6
+    S1 & S3 only       7
+    S2 & S3 only       8
+    S1 & S2 & S3       9, 10
+    in no subset       11, 12, 13
+    =================  ==========
+
+    So S1 = {0, 1, 6, 7, 9, 10}, S2 = {2, 3, 6, 8, 9, 10}, S3 = {4, 5, 7, 8, 9, 10}; the
+    incidence matrix C (3 x 14, C[k, i] = 1 if record i is in S_k) has rank 3 and the noise
+    lattice {e in Z^14 : C e = 0} has dimension 11.  Returns ``(x, subsets)``: fixed
+    synthetic counts x (int64, length 14) and the three subsets, ready for
+    ``invariants.counting(subsets, 14)``.
+    """
+    subsets = ((0, 1, 6, 7, 9, 10), (2, 3, 6, 8, 9, 10), (4, 5, 7, 8, 9, 10))
+    x = np.array([12, 7, 30, 4, 9, 16, 21, 3, 11, 25, 6, 14, 2, 18], dtype=np.int64)
+    return x, subsets
 
 
 def _data_file(path, subdir: str, filename: str, what: str) -> Path:

@@ -6,6 +6,8 @@ See :mod:`privinfer.mechanisms.base` for the protocol.
 from .base import AdditiveMechanism, Guarantee, Mechanism
 from .topdown import NonTransparentMechanismError, TopDownBaseline
 from .classic import Gaussian, Laplace
+from .discrete import DiscreteGaussian, DoubleGeometric
+from .integer_subspace import GeneralizedGaussian, GeneralizedLaplace
 from .linear_gaussian import LinearGaussian
 from .correlated import CorrelatedGaussian, base_decomposition, mvee_symmetric
 from .distributed import local_release, release_distributed
@@ -41,6 +43,7 @@ from .canonical import (
 __all__ = ["Mechanism", "AdditiveMechanism", "Guarantee"]
 __all__ += ["TopDownBaseline", "NonTransparentMechanismError"]
 __all__ += ["Gaussian", "Laplace"]
+__all__ += ["DoubleGeometric", "DiscreteGaussian", "GeneralizedLaplace", "GeneralizedGaussian"]
 __all__ += ["LinearGaussian"]
 __all__ += ["CorrelatedGaussian", "mvee_symmetric", "base_decomposition", "release_distributed", "local_release"]
 __all__ += ["SemiDPGaussian", "KNorm", "one_way_margins_sensitivity_space", "one_way_margins_l2_sensitivity"]
