@@ -4,10 +4,12 @@
 * :func:`affine_latent` (alias :func:`constrained_vector`) -- continuous ``x`` on ``{C x = t}``.
 * :func:`lattice_latent` -- integer ``x`` on ``{x in Z^n : C x = t}``, sampled with
   :class:`privinfer.samplers.LatticeMetropolis` / ``LatticeGibbs``.
+* :func:`lattice_steps` -- one lattice step per integer latent, for ``pm.sample(step=...)``.
 """
 
 from .latents import affine_latent, constrained_vector, lattice_latent, prior_logp
 from .observe import observe, posterior_predictive_releases
+from .steps import lattice_steps
 
 __all__ = [
     "observe",
@@ -16,4 +18,5 @@ __all__ = [
     "lattice_latent",
     "prior_logp",
     "posterior_predictive_releases",
+    "lattice_steps",
 ]

@@ -1,0 +1,127 @@
+"""Input checks shared by the reference models (clear errors, never confidential values)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privinfer.invariants import Invariant
+
+__all__ = ["is_integer_mechanism", "check_release", "check_invariant", "resolve_t", "check_shape",
+           "fixes_total", "integer_start"]
+
+
+def is_integer_mechanism(mechanism) -> bool:
+    """Whether the mechanism releases integers (``mechanism.integer``; False if absent)."""
+    return bool(getattr(mechanism, "integer", False))
+
+
+def check_shape(shape, ndim: int, what: str) -> tuple[int, ...]:
+    """A tuple of ``ndim`` positive integer sizes."""
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TypeError(f"shape must be a tuple of {ndim} positive integers ({what})") from None
+    if len(shape) != ndim or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1
+                                 for s in shape):
+        raise ValueError(f"shape must be a tuple of {ndim} positive integers ({what}), got {shape}")
+    return tuple(int(s) for s in shape)
+
+
+def check_release(release, mechanism, n: int, *, shape=None) -> np.ndarray:
+    """The release as a flat float/int64 vector of length ``n``.
+
+    Accepts a vector of length ``n`` or, when ``shape`` is given, an array of that shape
+    (flattened in C order).  Rejects non-finite entries, a mechanism of another length,
+    and non-integer values for an integer mechanism.
+    """
+    y = np.asarray(release)
+    if y.dtype.kind not in "biuf":
+        raise TypeError("release must be a numeric array")
+    if shape is not None and y.shape == tuple(shape):
+        y = y.reshape(-1)
+    if y.ndim != 1 or y.shape[0] != n:
+        want = f"({n},)" if shape is None else f"({n},) or {tuple(shape)}"
+        raise ValueError(f"release must have shape {want}, got {y.shape}")
+    if not np.all(np.isfinite(y.astype(float))):
+        raise ValueError("release contains non-finite entries (NaN or inf)")
+    m_n = getattr(mechanism, "n", None)
+    if m_n is None or not hasattr(mechanism, "logp"):
+        raise TypeError("mechanism must be a privinfer mechanism (with n, release and logp)")
+    if int(m_n) != n:
+        raise ValueError(f"mechanism acts on {m_n} cells but the release has {n}")
+    if is_integer_mechanism(mechanism):
+        if np.any(y != np.round(y)):
+            raise ValueError("the release of an integer mechanism must hold integers")
+        return np.round(y).astype(np.int64)
+    return y.astype(float)
+
+
+def check_invariant(invariant, release) -> Invariant:
+    """An :class:`Invariant` on as many cells as the (flattened) release."""
+    if not isinstance(invariant, Invariant):
+        raise TypeError("invariant must be a privinfer.invariants.Invariant")
+    size = np.asarray(release).size
+    if invariant.n != size:
+        raise ValueError(f"the invariant constrains {invariant.n} cells but the release has {size}")
+    return invariant
+
+
+def resolve_t(invariant: Invariant, t, mechanism=None, release=None) -> np.ndarray:
+    """The published invariant values.
+
+    Order: ``t`` if given; else ``invariant.t``; else, when the mechanism keeps an invariant
+    whose row space contains every row of ``invariant`` (so ``C y = C x`` for every
+    release), ``C y`` read off the release.  Otherwise a ValueError asks for ``t``.
+    """
+    if t is not None:
+        return invariant.with_t(t).t
+    if invariant.t is not None:
+        return np.asarray(invariant.t)
+    inv_m = getattr(mechanism, "invariant", None)
+    if inv_m is not None and release is not None and inv_m.n == invariant.n:
+        C = invariant.matrix
+        rows = C.toarray() if hasattr(C, "toarray") else np.asarray(C)
+        resid = inv_m.project_null(rows.astype(float))
+        if np.max(np.abs(resid)) <= 1e-9 * max(1.0, np.max(np.abs(rows))):
+            return invariant.with_t(invariant.of(np.asarray(release, dtype=float))).t
+    raise ValueError(
+        "no invariant values: pass t (the published totals), build the Invariant with t, or use a "
+        "mechanism whose release keeps these totals"
+    )
+
+
+def fixes_total(invariant: Invariant) -> bool:
+    """Whether ``C x = t`` determines ``sum(x)`` (the all-ones vector is in C's row space)."""
+    ones = np.ones((1, invariant.n))
+    return bool(np.max(np.abs(invariant.project_null(ones))) <= 1e-9 * np.sqrt(invariant.n))
+
+
+def integer_start(release, invariant: Invariant, t) -> np.ndarray | None:
+    """A non-negative integer point on the fibre near the release, or None.
+
+    Totals/partitions: in each group, the group total split proportionally to the positive
+    part of the release by largest remainders (exact, non-negative).  Other invariants: the
+    rounded release if it is non-negative and on the fibre.  ``None`` lets
+    :func:`privinfer.pymc.lattice_latent` find a feasible point itself.
+    """
+    y = np.asarray(release, dtype=float)
+    t = np.round(np.asarray(t, dtype=float)).astype(np.int64)
+    if getattr(invariant, "structure", None) in ("total", "groups") and np.all(t >= 0):
+        codes = invariant.group_codes
+        x = np.zeros(invariant.n, dtype=np.int64)
+        for g in range(len(t)):
+            idx = np.flatnonzero(codes == g)
+            w = np.clip(y[idx], 0.0, None)
+            w = np.ones(len(idx)) if w.sum() <= 0 else w
+            share = t[g] * w / w.sum()
+            base = np.floor(share).astype(np.int64)
+            rest = int(t[g] - base.sum())
+            if rest > 0:
+                base[np.argsort(-(share - base), kind="stable")[:rest]] += 1
+            x[idx] = base
+        return x
+    r = np.round(y).astype(np.int64)
+    if np.all(r >= 0) and invariant.satisfied_by(r.astype(float), t, atol=0.5):
+        return r
+    return None
+

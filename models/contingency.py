@@ -1,0 +1,151 @@
+r"""Two-way contingency table with fixed one-way margins: posterior of the association.
+
+The delinquent-children table of Integer subspace DP (Dharangutte et al. 2023, Sec. 6) and the
+contingency tables of Semi-DP (Cho and Awan, Sec. 5) publish the row and column totals
+exactly and privatize the cells.  The association between the two factors is measured by
+the log odds ratios of the cell probabilities.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from privinfer import invariants as _inv
+from privinfer._backend import namespace
+from privinfer.pymc import affine_latent, lattice_latent, observe
+
+from ._checks import (
+    check_invariant,
+    check_release,
+    check_shape,
+    fixes_total,
+    integer_start,
+    is_integer_mechanism,
+    resolve_t,
+)
+
+__all__ = ["contingency_table_model", "multinomial_gaussian_logp"]
+
+
+def multinomial_gaussian_logp(x, total, p):
+    r"""Gaussian approximation to :math:`\mathrm{Multinomial}(N, p)` on ``{sum x = N}`` (PyTensor/NumPy).
+
+    The multinomial has mean :math:`Np` and covariance :math:`N(\mathrm{diag}\,p - pp^T)`, of
+    rank :math:`k-1` with null vector :math:`\mathbf 1`.  In the coordinates
+    :math:`x_1..x_{k-1}` (the last is :math:`N - \sum_{i<k} x_i`) the covariance
+    :math:`N(D - qq^T)` (:math:`q = p_{1..k-1}`, :math:`D = \mathrm{diag}\,q`) has inverse
+    :math:`N^{-1}(D^{-1} + \mathbf 1\mathbf 1^T/p_k)` (Sherman--Morrison) and determinant
+    :math:`N^{k-1}\prod_{i\le k} p_i`.  With :math:`d = x - Np` (so :math:`\sum_i d_i = 0` and
+    :math:`\sum_{i<k} d_i = -d_k`) the quadratic form is Pearson's
+    :math:`\sum_{i\le k} d_i^2/(Np_i)`, hence
+
+    .. math:: \log \phi(x) = -\tfrac12\sum_i \frac{(x_i - Np_i)^2}{Np_i} - \tfrac12\sum_i\log p_i
+              + \text{const}(N, k).
+
+    The dropped constant depends on :math:`N` and :math:`k` only (not on :math:`p`), so the
+    density is correctly normalized *as a function of p* on the hyperplane, which is what
+    the posterior of ``p`` needs.
+    """
+    xp = namespace(x, p)
+    d = x - total * p
+    return -0.5 * xp.sum(d * d / (total * p)) - 0.5 * xp.sum(xp.log(p))
+
+
+def contingency_table_model(release, mechanism, shape, invariant=None, t=None, *, prior_scale=2.0) -> pm.Model:
+    r"""Log-linear model of an r x c table with fixed margins, given a privatized release.
+
+    Generative story
+    ----------------
+    With corner constraints (first row and first column are the reference),
+
+    .. math::
+
+        \alpha_i, \beta_j, \gamma_{ij} \sim N(0, s^2)\ (i, j \ge 1), \quad
+        \alpha_0 = \beta_0 = \gamma_{0j} = \gamma_{i0} = 0, \quad
+        p_{ij} = \frac{e^{\alpha_i + \beta_j + \gamma_{ij}}}{\sum_{kl} e^{\alpha_k + \beta_l + \gamma_{kl}}},
+
+        x \mid p \sim \mathrm{Multinomial}(N, p), \qquad t = (\text{row totals}, \text{column totals})
+        \ \text{published exactly}, \qquad y \sim M(x),
+
+    ``s`` = ``prior_scale``.  The table ``x`` (length ``r*c``, C order, i.e. row-major) is
+    the latent ``"x"``; the release is the observed ``"y"``.
+
+    Association
+    -----------
+    The deterministic ``"log_odds_ratio"`` (shape (r-1, c-1)) is
+    :math:`\gamma_{ij} = \log\frac{p_{ij}\,p_{00}}{p_{i0}\,p_{0j}}`, the log odds ratio of
+    cell (i, j) relative to the first row and column (the :math:`\alpha, \beta` cancel).
+    ``"p"`` (length ``r*c``) holds the cell probabilities.
+
+    What the data identify
+    ----------------------
+    Given the margins, the conditional law of the table is the multivariate Fisher
+    noncentral hypergeometric :math:`p(x \mid t, \gamma) \propto \prod_{ij} e^{\gamma_{ij}x_{ij}}/x_{ij}!`
+    on the fibre: it depends on :math:`\gamma` only.  So the release informs the
+    association (the interaction) alone, while :math:`\alpha, \beta` are informed by the
+    published margins through the multinomial probability of ``t`` (which also carries a
+    little information on :math:`\gamma`).  The model's joint is
+    :math:`p(\alpha,\beta,\gamma)\,\mathrm{Mult}(x; N, p)\,1\{Cx = t\}\,p(y\mid x)` --
+    the margins are data, the prior is restricted to the fibre, not renormalized.
+
+    Invariant and mechanism
+    -----------------------
+    ``invariant`` defaults to ``invariants.margins(shape, [(0,), (1,)])``; any invariant that
+    fixes the grand total works (the multinomial needs :math:`N`).  ``t`` defaults to
+    ``invariant.t``, else is read off the release when the mechanism keeps these margins.
+
+    * Integer mechanisms (``mechanism.integer``): ``x`` is an int64
+      :func:`~privinfer.pymc.lattice_latent` with the exact multinomial prior.  Because the
+      invariant fixes the total, :class:`~privinfer.samplers.LatticeMetropolis` scores that
+      prior locally (only the cells a move touches).  Sample with
+      ``pm.sample(step=privinfer.pymc.lattice_steps(model))`` (NUTS for the rest).
+    * Real-valued mechanisms: ``x`` is a continuous
+      :func:`~privinfer.pymc.affine_latent` on the margins' affine subspace with the
+      Gaussian approximation to the multinomial of :func:`multinomial_gaussian_logp`
+      (not restricted to ``x >= 0``: adequate when the cells are not small).
+
+    Raises
+    ------
+    ValueError for a shape that is not two positive sizes, a release or mechanism of another
+    length, non-integer releases of an integer mechanism, an invariant that does not fix the
+    total, ``prior_scale <= 0``, a table total of zero, or missing ``t``;
+    ``InfeasibleInvariantError`` (glue) when ``t`` is inconsistent with a margin-keeping
+    release or has no non-negative integer table.
+    """
+    shape = check_shape(shape, 2, "rows, columns")
+    r, c = shape
+    n = r * c
+    if not (np.isscalar(prior_scale) and np.isfinite(prior_scale) and prior_scale > 0):
+        raise ValueError("prior_scale must be a finite number > 0")
+    inv = _inv.margins(shape, [(0,), (1,)]) if invariant is None else invariant
+    y = check_release(release, mechanism, n, shape=shape)
+    inv = check_invariant(inv, y)
+    if not fixes_total(inv):
+        raise ValueError("the invariant must fix the table total (the multinomial prior needs N)")
+    t_val = resolve_t(inv, t, mechanism, y)
+    total = float(np.sum(inv.feasible_point(t_val)))
+    if total <= 0.5:
+        raise ValueError("the table total implied by the invariant values must be positive")
+    integer = is_integer_mechanism(mechanism)
+
+    with pm.Model() as model:
+        alpha_free = pm.Normal("alpha", 0.0, prior_scale, shape=r - 1)
+        beta_free = pm.Normal("beta", 0.0, prior_scale, shape=c - 1)
+        gamma = pm.Normal("gamma", 0.0, prior_scale, shape=(r - 1, c - 1))
+        alpha = pt.concatenate([pt.zeros(1), alpha_free])
+        beta = pt.concatenate([pt.zeros(1), beta_free])
+        inter = pt.zeros((r, c))
+        inter = pt.set_subtensor(inter[1:, 1:], gamma)
+        pm.Deterministic("log_odds_ratio", gamma)
+        eta = (alpha[:, None] + beta[None, :] + inter).reshape((n,))
+        p = pm.Deterministic("p", pt.special.softmax(eta))
+        if integer:
+            N = int(round(total))
+            x = lattice_latent("x", inv, t_val, prior=pm.Multinomial.dist(n=N, p=p),
+                               initval=integer_start(y, inv, t_val))
+        else:
+            x = affine_latent("x", inv, t_val, prior=lambda xx: multinomial_gaussian_logp(xx, total, p))
+        observe("y", mechanism, x, observed=y)
+    return model

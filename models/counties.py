@@ -1,0 +1,99 @@
+r"""County populations within a state whose total is published exactly.
+
+The Census use case of Subspace DP (Gao, Gong, Yu 2022, Sec. 5.1) and Integer subspace DP
+(Dharangutte et al. 2023, Sec. 6): county counts are privatized while each state's total is
+an invariant.  The analyst's model puts a hierarchical prior on county sizes and conditions
+on the invariant and the release.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from privinfer.pymc import affine_latent, lattice_latent, observe
+
+from ._checks import check_invariant, check_release, integer_start, is_integer_mechanism, resolve_t
+
+__all__ = ["county_population_model"]
+
+
+def county_population_model(release, mechanism, invariant, t=None, *, prior_mean=None) -> pm.Model:
+    r"""Hierarchical log-normal--Poisson model of county populations given a release.
+
+    Generative story
+    ----------------
+    .. math::
+
+        \mu \sim N(\log m_0, 2^2), \quad \sigma \sim N^+(0, 1), \quad z_i \sim N(0, 1),
+        \quad \log\lambda_i = \mu + \sigma z_i,
+
+        x_i \mid \lambda_i \sim \mathrm{Poisson}(\lambda_i) \ \text{independently}, \qquad
+        t = C x \ \text{(published exactly)}, \qquad y \sim M(x),
+
+    with :math:`m_0` = ``prior_mean`` (default: the mean of the release, which equals the
+    mean county size implied by the state totals when the mechanism keeps them).  The
+    posterior is :math:`p(\mu,\sigma,z)\prod_i \mathrm{Pois}(x_i;\lambda_i)\,1\{Cx=t\}\,p(y\mid x)`:
+    the totals are data, so the prior is restricted to the fibre (not renormalized).
+
+    Invariant and mechanism
+    -----------------------
+    ``invariant`` is usually ``invariants.total(n)`` (one state) or ``invariants.groups``
+    (counties within several states, sharing :math:`\mu, \sigma`); ``t`` its values
+    (default ``invariant.t``, else read off a release that keeps them).  ``mechanism`` is any
+    privinfer mechanism on the n counties; its exact likelihood enters through
+    :func:`privinfer.pymc.observe` as the observed variable ``"y"``.
+
+    Parametrization
+    ---------------
+    * Integer mechanisms (``mechanism.integer``: double geometric, generalized Laplace on
+      the lattice, ...): ``x`` is an int64 :func:`~privinfer.pymc.lattice_latent` with the
+      Poisson prior above; sample it with :func:`privinfer.pymc.lattice_steps` (local
+      LatticeMetropolis moves that keep the totals) and NUTS for ``mu, sigma, z``.
+      Variables: ``mu``, ``sigma``, ``z`` (n), deterministic ``log_rate`` (n), ``x`` (n).
+      The chain starts from the release's shares of each total (non-negative, on the fibre).
+    * Real-valued mechanisms (projected/extended Gaussian or Laplace, ...): ``x`` is a
+      continuous :func:`~privinfer.pymc.affine_latent` on ``{C x = t}`` (NUTS), with the
+      Poisson--log-normal marginal of each count replaced by a log-normal,
+
+      .. math:: x_i \mid \mu, \sigma \sim \mathrm{LogNormal}\big(\mu, \sqrt{\sigma^2 + 1/m_0}\big),
+
+      i.e. :math:`z_i` integrated out and the Poisson scatter added on the log scale by the
+      delta method (:math:`\mathrm{Var}(\log x \mid \lambda) \approx 1/\lambda`, evaluated
+      at :math:`\lambda = m_0`).  Variables: ``mu``, ``sigma``, ``x_z`` (free coordinates),
+      ``x`` (n), plus ``y_r`` for a projected-Laplace release (augmented likelihood).  The
+      log-normal keeps ``x > 0``; the start is the least-norm point of the fibre
+      (each county at its state's mean), which is positive whenever every total is.
+
+    Raises
+    ------
+    TypeError / ValueError for a release of the wrong length or with non-finite entries, a
+    mechanism or invariant of another size, non-integer releases of an integer mechanism,
+    ``prior_mean <= 0`` or missing invariant values; ``InfeasibleInvariantError`` (from the
+    glue) when ``t`` is inconsistent with a release that keeps the totals or has no
+    non-negative integer solution.
+    """
+    inv = check_invariant(invariant, release)
+    y = check_release(release, mechanism, inv.n)
+    t_val = resolve_t(inv, t, mechanism, y)
+    integer = is_integer_mechanism(mechanism)
+    if prior_mean is None:
+        prior_mean = max(float(np.mean(y)), 1.0)
+    elif not (np.isscalar(prior_mean) and np.isfinite(prior_mean) and prior_mean > 0):
+        raise ValueError("prior_mean must be a finite number > 0")
+    prior_mean = float(prior_mean)
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", np.log(prior_mean), 2.0)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        if integer:
+            z = pm.Normal("z", 0.0, 1.0, shape=inv.n)
+            log_rate = pm.Deterministic("log_rate", mu + sigma * z)
+            x = lattice_latent("x", inv, t_val, prior=pm.Poisson.dist(mu=pt.exp(log_rate)),
+                               initval=integer_start(y, inv, t_val))
+        else:
+            scale = pt.sqrt(sigma**2 + 1.0 / prior_mean)
+            x = affine_latent("x", inv, t_val, prior=pm.LogNormal.dist(mu=mu, sigma=scale, shape=inv.n))
+        observe("y", mechanism, x, observed=y)
+    return model
