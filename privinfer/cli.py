@@ -1,11 +1,31 @@
-"""The ``privinfer`` command."""
+"""The ``privinfer`` command.
+
+``privinfer demo``
+    the main job on embedded data: release the delinquent-children table keeping its margins,
+    fit the contingency-table model, print a report and save a figure (:mod:`privinfer.report`).
+``privinfer release IN.csv OUT.csv``
+    privatize counts keeping an invariant; writes the release and a JSON metadata sidecar
+    (:mod:`privinfer.release_files`).
+``privinfer fit RELEASE.csv --model county|contingency``
+    fit a reference model (:mod:`privinfer.models`) to a release; writes the posterior
+    (NetCDF), a per-cell summary and ArviZ's summary.
+``privinfer case-study NAME [--full]``
+    run one of the case studies shipped as :mod:`privinfer.case_studies`.
+
+Errors caused by the user's files or options are reported as one line on stderr
+(``privinfer: error: ...``) with exit status 2; ``--debug`` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import pkgutil
+import re
 import sys
+from pathlib import Path
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "CliError", "available_case_studies"]
 
 SUBCOMMANDS = {
     "demo": "release the embedded delinquent-children table, fit the contingency model, report",
@@ -15,26 +35,288 @@ SUBCOMMANDS = {
 }
 
 
+class CliError(ValueError):
+    """A problem with the command line the user can fix (reported as one line, exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``privinfer: error: ...`` and exit status 2."""
+
+    def error(self, message):  # noqa: D401 - argparse hook
+        self.exit(2, f"privinfer: error: {message} (see '{self.prog} --help')\n")
+
+
+# =============================================================================================
+# parser
+# =============================================================================================
+def _positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return v
+
+
+def _nonneg_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
+    return v
+
+
+def _number(text):
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+
+
+def _add_sampling(p, draws, tune):
+    p.add_argument("--draws", type=_positive_int, default=draws, help=f"posterior draws per chain (default {draws})")
+    p.add_argument("--tune", type=_nonneg_int, default=tune, help=f"tuning iterations per chain (default {tune})")
+    p.add_argument("--chains", type=_positive_int, default=2, help="chains (default 2)")
+    p.add_argument("--cores", type=_positive_int, default=1,
+                   help="processes running chains in parallel (default 1)")
+    p.add_argument("--seed", type=_nonneg_int, default=None,
+                   help="random seed (default: fresh OS entropy; the seed used is printed)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from .release_files import MECHANISMS
+
+    p = _Parser(
         prog="privinfer",
         description="Differentially private releases that keep invariants exactly, and exact "
         "Bayesian inference on them.",
     )
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for name, help_ in SUBCOMMANDS.items():
-        sub.add_parser(name, help=help_)
+    p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add = sub.add_parser
+
+    def add_parser(name, **kw):
+        sp = _add(name, **kw)
+        # accepted after the command too; SUPPRESS keeps a top-level --debug from being reset
+        sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks instead of one-line errors")
+        return sp
+
+    sub.add_parser = add_parser
+
+    d = sub.add_parser("demo", help=SUBCOMMANDS["demo"], description=(
+        "Release the delinquent-children table (4 counties x 4 education levels, FCSM 2005) with "
+        "the generalized Laplace mechanism on the lattice of its row and column margins, fit the "
+        "contingency-table model with PyMC (LatticeMetropolis for the integer cells, NUTS for the "
+        "log-linear parameters), and report truth vs posterior, convergence and coverage."))
+    _add_sampling(d, 1000, 1000)
+    d.add_argument("--epsilon", type=_number, default=None,
+                   help="privacy loss of the generalized Laplace release (default 0.5)")
+    d.add_argument("--output", default=os.path.join("privinfer-output", "demo"),
+                   help="folder for the figure and report (default ./privinfer-output/demo)")
+
+    r = sub.add_parser("release", help=SUBCOMMANDS["release"], description=(
+        "Privatize the counts in a CSV file keeping an invariant exactly. Writes the release (same "
+        "layout; label columns kept, other input columns dropped) and a JSON metadata sidecar "
+        "(mechanism, guarantee, invariant values t; never the input values nor the seed)."),
+        epilog="mechanisms: " + "; ".join(f"{k}: {v.params}" for k, v in MECHANISMS.items()))
+    r.add_argument("input", help="CSV file of counts")
+    r.add_argument("output", help="CSV file to write the release to")
+    r.add_argument("--invariant", default="total",
+                   help="total (default), groups:COLUMN, margins (wide two-way table: first column row "
+                   "labels), margins:ROW,COL (long two-way table), or none")
+    r.add_argument("--mechanism", default="generalized-laplace", choices=list(MECHANISMS), metavar="NAME",
+                   help="one of: " + ", ".join(MECHANISMS) + " (default generalized-laplace)")
+    r.add_argument("--column", default=None, help="column of counts (column layout; default the last column)")
+    r.add_argument("--keep", action="append", default=[], metavar="COLUMN",
+                   help="identifier column copied to the release (repeatable)")
+    r.add_argument("--epsilon", type=_number, default=None)
+    r.add_argument("--delta", type=_number, default=None)
+    r.add_argument("--sigma", type=_number, default=None)
+    r.add_argument("--sensitivity", type=_number, default=None, help="query sensitivity (default 1)")
+    r.add_argument("--norm", choices=["l1", "l2"], default=None, help="norm of the generalized Laplace (default l1)")
+    r.add_argument("--metadata", default=None, help="metadata sidecar path (default OUTPUT with .json)")
+    r.add_argument("--seed", type=_nonneg_int, default=None,
+                   help="random seed (default fresh OS entropy; never written to the outputs)")
+
+    f = sub.add_parser("fit", help=SUBCOMMANDS["fit"], description=(
+        "Fit a reference model to a release made by 'privinfer release' (its metadata sidecar gives "
+        "the mechanism and the invariant). Writes posterior.nc (ArviZ NetCDF), cells.csv (per-cell "
+        "posterior summary), summary.csv and summary.txt (ArviZ summary)."))
+    f.add_argument("release", help="release CSV written by 'privinfer release'")
+    f.add_argument("--metadata", default=None, help="metadata sidecar (default RELEASE with .json)")
+    f.add_argument("--model", choices=["county", "contingency"], default="county",
+                   help="county (counts within totals/groups) or contingency (two-way table; default county)")
+    _add_sampling(f, 1000, 1000)
+    f.add_argument("--output", default=os.path.join("privinfer-output", "fit"),
+                   help="output folder (default ./privinfer-output/fit)")
+
+    c = sub.add_parser("case-study", help=SUBCOMMANDS["case-study"],
+                       description="Run a case study shipped with privinfer (small settings unless --full).")
+    c.add_argument("name", nargs="?", help="case study to run (omit, or --list, to list them)")
+    c.add_argument("--full", action="store_true", help="full settings (slow)")
+    c.add_argument("--list", action="store_true", help="list the available case studies")
+    c.add_argument("--output", default="privinfer-output",
+                   help="root folder for figures and tables (default ./privinfer-output)")
     return p
 
 
+# =============================================================================================
+# commands
+# =============================================================================================
+def _seed(seed):
+    """The seed to use: the given one, or fresh OS entropy (printed by the caller)."""
+    if seed is not None:
+        return int(seed)
+    import numpy as np
+
+    return int(np.random.SeedSequence().entropy % (2**63))
+
+
+def cmd_demo(args) -> int:
+    from .report import run_demo
+
+    report = run_demo(draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,
+                      seed=args.seed, output=args.output, epsilon=args.epsilon,
+                      progressbar=not args.no_progress, echo=print)
+    print(report.text())
+    return 0
+
+
+def cmd_release(args) -> int:
+    from . import release_files as R
+    from .invariants import InfeasibleInvariantError
+
+    spec = R.InvariantSpec.parse(args.invariant)
+    info = R.MECHANISMS[args.mechanism]
+    if info.invariant == "none" and spec.kind != "none":
+        raise CliError(f"mechanism {args.mechanism} keeps no invariant: pass --invariant none")
+    if info.invariant == "required" and spec.kind == "none":
+        raise CliError(f"mechanism {args.mechanism} keeps an invariant: choose --invariant total, "
+                       "groups:COLUMN, margins or margins:ROW,COL")
+    src, dst = Path(args.input), Path(args.output)
+    meta_path = Path(args.metadata) if args.metadata else R.metadata_path_for(dst)
+    if dst.resolve() == src.resolve() or meta_path.resolve() == src.resolve():
+        raise CliError("the output would overwrite the input file")
+    table = R.read_counts(src, spec, args.column, integer=info.integer, keep=args.keep)
+    inv = R.build_invariant(table)
+    params = {"epsilon": args.epsilon, "delta": args.delta, "sigma": args.sigma,
+              "sensitivity": args.sensitivity, "norm": args.norm}
+    mech = R.build_mechanism(args.mechanism, inv, table.n, **params)
+    x = table.values.astype("int64") if info.integer else table.values
+    t = None
+    if inv is not None:
+        t = inv.of(x)
+        if info.integer:
+            t = t.round().astype("int64")
+        inv = inv.with_t(t)
+    y = mech.release(x, rng=args.seed)
+    if inv is not None and not inv.satisfied_by(y.astype(float), t):  # checked on every release
+        raise InfeasibleInvariantError("internal error: the release does not keep the invariant")
+    R.write_release(dst, table, y, integer=info.integer)
+    meta = R.release_metadata(table, mech, args.mechanism, params, inv, t)
+    R.write_metadata(meta_path, meta)
+    print(f"released {table.n} cells with {args.mechanism}; invariant: {spec}"
+          + (f" ({inv.m} published totals kept exactly)" if inv is not None else ""))
+    print(f"guarantee: {mech.guarantee.definition} "
+          + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in mech.guarantee.parameters.items() if v is not None))
+    if not info.transparent:
+        print("note: this baseline is not transparent (its noise law depends on the data): "
+              "'privinfer fit' cannot use it")
+    print(f"wrote {dst} and {meta_path}")
+    return 0
+
+
+def cmd_fit(args) -> int:
+    from .fitting import fit_release
+
+    result = fit_release(args.release, metadata=args.metadata, model=args.model, draws=args.draws,
+                         tune=args.tune, chains=args.chains, cores=args.cores, seed=_seed(args.seed),
+                         output=args.output, progressbar=not args.no_progress, echo=print)
+    print(result.text())
+    return 0
+
+
+def available_case_studies() -> list[str]:
+    """Names of the case studies in the installed package ``privinfer.case_studies``."""
+    import privinfer.case_studies as cs
+
+    return sorted(m.name for m in pkgutil.iter_modules(cs.__path__) if not m.name.startswith("_"))
+
+
+def cmd_case_study(args) -> int:
+    import runpy
+
+    names = available_case_studies()
+    if args.list or not args.name:
+        print("available case studies: " + (", ".join(names) if names else "(none installed)"))
+        print("run one with: privinfer case-study NAME [--full]")
+        return 0
+    if args.name not in names:
+        raise CliError(f"unknown case study '{args.name}' (available: {', '.join(names) or 'none'})")
+    saved = {k: os.environ.get(k) for k in ("PRIVINFER_FULL", "PRIVINFER_OUTPUT")}
+    saved_argv = sys.argv[:]
+    os.environ["PRIVINFER_FULL"] = "1" if args.full else "0"
+    os.environ["PRIVINFER_OUTPUT"] = str(args.output)
+    sys.argv = [args.name] + (["--full"] if args.full else [])
+    print(f"running case study {args.name} ({'full' if args.full else 'small'} settings); "
+          f"output in {Path(args.output) / args.name}")
+    try:
+        runpy.run_module(f"privinfer.case_studies.{args.name}", run_name="__main__", alter_sys=True)
+    finally:
+        sys.argv = saved_argv
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return 0
+
+
+COMMANDS = {"demo": cmd_demo, "release": cmd_release, "fit": cmd_fit, "case-study": cmd_case_study}
+
+
+# =============================================================================================
+# entry point
+# =============================================================================================
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that report a problem with the user's files or options."""
+    from .invariants import InfeasibleInvariantError
+    from .mechanisms import NonTransparentMechanismError
+
+    return (CliError, InfeasibleInvariantError, NonTransparentMechanismError, ValueError, TypeError,
+            FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def _one_line(exc: BaseException) -> str:
+    msg = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+        msg = f"{exc.strerror}: {exc.filename}"
+    return re.sub(r"\s+", " ", msg)
+
+
 def main(argv=None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
-    print(f"privinfer: '{args.command}' is not available in this version", file=sys.stderr)
-    return 2
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("privinfer: interrupted", file=sys.stderr)
+        return 130
+    except _user_errors() as exc:
+        if args.debug:
+            raise
+        print(f"privinfer: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
