@@ -140,3 +140,22 @@ def test_pair_moves_sampler_matches_exact_pmf_on_sum_of_4():
     B = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [-1, -1, -1]])
     p = _chi2_against_enumeration(st.e[:, :3], lambda zz: tgt.logp(zz @ B.T), 8)
     assert p > 1e-3
+
+
+@pytest.mark.parametrize("target", [GaussianTarget(1.3), L2Target(0.9)])
+def test_pair_moves_gaussian_and_l2_exact_and_stat_consistent(target):
+    # GaussianTarget takes the simultaneous-matching path (separable), L2Target the
+    # one-pair-at-a-time path; both must hit the exact pmf and carry S = ||e||^2 exactly.
+    # Window |e_i| <= W (first 3 cells): ||e||_2 >= max|e_i|, so the outside mass is at most
+    # sum_{k>W} (24k^2+2) exp(-k^2/3.38) < 1e-9 (Gaussian, W = 9), resp.
+    # sum_{k>W} (24k^2+2) exp(-0.9k) < 1e-4 (l2, W = 22).
+    pm = PairMoves(np.zeros(4))
+    N = 6000
+    W = 9 if isinstance(target, GaussianTarget) else 22
+    st = init_state(np.zeros(4, dtype=np.int64), pm, target, N)
+    st, _ = run_sweeps(np.random.default_rng(9), st, pm, target, 200, jump_scale=1.5)
+    np.testing.assert_array_equal(st.stat, target.init_stat(st.e))
+    np.testing.assert_array_equal(st.e.sum(axis=1), 0)
+    B = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [-1, -1, -1]])
+    p = _chi2_against_enumeration(st.e[:, :3], lambda zz: target.logp(zz @ B.T), W)
+    assert p > 1e-3

@@ -57,7 +57,10 @@ from .lattice_kernels import (
     LatticeMoves,
     LatticeState,
     _copy,
+    _matching_step_inplace,
+    _n_matchings,
     _resolve_scales,
+    _use_matchings,
     _scale_of,
     _step_inplace,
     _sweep_inplace,
@@ -122,7 +125,25 @@ def _coupling_shift(delta, val):
     return cands[np.arange(delta.shape[0]), best]
 
 
+def _coupled_matching_sweep_inplace(rng, X, Y, moves, target, scales):
+    m = X.e.shape[0]
+    val = np.array([1, -1], dtype=np.int64)
+    for _ in range(_n_matchings(moves)):
+        pairs = moves.matching(rng)  # common to both chains
+        P = pairs.shape[0]
+        delta = (X.e[:, pairs] - Y.e[:, pairs]).reshape(m * P, 2)
+        c = _coupling_shift(delta, val)
+        zx, uy = maximal_coupling_double_geometric(rng, np.zeros(m * P, dtype=np.int64), c, scales[0])
+        zy = uy - c
+        log_u = np.log(rng.random((m, P)))
+        _matching_step_inplace(X, pairs, zx.reshape(m, P), log_u, target)
+        _matching_step_inplace(Y, pairs, zy.reshape(m, P), log_u, target)
+    return X, Y
+
+
 def _coupled_sweep_inplace(rng, X: LatticeState, Y: LatticeState, moves, target, scales, order):
+    if _use_matchings(moves, target):
+        return _coupled_matching_sweep_inplace(rng, X, Y, moves, target, scales)
     sched = moves.schedule(rng, order)
     m = X.e.shape[0]
     fixed = isinstance(moves, LatticeMoves)
