@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the generalized Laplace mechanism on the lattice of its row and column margins, fit the "
         "contingency-table model with PyMC (LatticeMetropolis for the integer cells, NUTS for the "
         "log-linear parameters), and report truth vs posterior, convergence and coverage."))
-    _add_sampling(d, 1000, 1000)
+    from .report import DEFAULT_DRAWS, DEFAULT_TUNE
+
+    _add_sampling(d, DEFAULT_DRAWS, DEFAULT_TUNE)
     d.add_argument("--epsilon", type=_number, default=None,
                    help="privacy loss of the generalized Laplace release (default 0.5)")
     d.add_argument("--output", default=os.path.join("privinfer-output", "demo"),

@@ -33,13 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["DemoReport", "run_demo", "DEFAULT_EPSILON", "INTERVAL", "coverage_tail_probability",
-           "sample_log_odds_ratios", "equal_tailed_interval"]
+__all__ = ["DemoReport", "run_demo", "DEFAULT_EPSILON", "DEFAULT_DRAWS", "DEFAULT_TUNE", "INTERVAL",
+           "coverage_tail_probability", "sample_log_odds_ratios", "equal_tailed_interval"]
 
 #: Privacy loss of the demo's release (per unit of l1 distance between tables with the same margins).
 DEFAULT_EPSILON = 0.5
 #: Posterior interval probability reported per cell.
 INTERVAL = 0.9
+#: Default draws and tuning iterations per chain (2 chains): about a minute on a laptop, and
+#: enough for R-hat near 1.01 and a bulk ESS of a few hundred for most cells.
+DEFAULT_DRAWS = 2000
+DEFAULT_TUNE = 1000
 
 
 def equal_tailed_interval(draws: np.ndarray, prob: float = INTERVAL, axis: int = 0):
@@ -189,8 +193,8 @@ class DemoReport:
             L.append(f"report  : {self.report_file}")
         L.append(f"time    : {self.elapsed_seconds:.0f} s; reproduce with: privinfer demo --seed {self.seed}"
                  + (f" --epsilon {self.epsilon:g}" if self.epsilon != DEFAULT_EPSILON else "")
-                 + (f" --draws {self.draws}" if self.draws != 1000 else "")
-                 + (f" --tune {self.tune}" if self.tune != 1000 else "")
+                 + (f" --draws {self.draws}" if self.draws != DEFAULT_DRAWS else "")
+                 + (f" --tune {self.tune}" if self.tune != DEFAULT_TUNE else "")
                  + (f" --chains {self.chains}" if self.chains != 2 else ""))
         return "\n".join(L)
 
@@ -233,7 +237,7 @@ def _figure(report: DemoReport, path: Path) -> Path:
     return path
 
 
-def run_demo(draws: int = 1000, tune: int = 1000, chains: int = 2, cores: int = 1, seed: int | None = None,
+def run_demo(draws: int = DEFAULT_DRAWS, tune: int = DEFAULT_TUNE, chains: int = 2, cores: int = 1, seed: int | None = None,
              output="privinfer-output/demo", epsilon: float | None = None, progressbar: bool = True,
              echo=None) -> DemoReport:
     """Release the delinquent-children table, fit the contingency model, and report.

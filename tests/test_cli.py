@@ -1,0 +1,451 @@
+"""The ``privinfer`` command: release/fit round trips, one-line errors, case studies, the demo."""
+
+import csv
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import types
+
+import arviz as az
+import numpy as np
+import pytest
+
+import privinfer.case_studies as cs
+from privinfer import cli
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def run(argv, capsys):
+    """Run ``privinfer argv`` in-process; return (exit status, stdout, stderr)."""
+    try:
+        rc = cli.main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse errors and --help
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def read_csv(path):
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    return rows[0], rows[1:]
+
+
+def executable():
+    exe = shutil.which("privinfer") or str(pathlib.Path(sys.executable).with_name("privinfer"))
+    if not os.path.exists(exe):
+        pytest.fail("the privinfer executable is not installed next to the Python interpreter")
+    return exe
+
+
+# Distinctive confidential counts: none of these strings may appear in any metadata or message.
+COUNTIES = [("KY", "Adair", 18656), ("KY", "Allen", 19956), ("KY", "Anderson", 21421), ("KY", "Ballard", 8249),
+            ("NV", "Churchill", 24877), ("NV", "Clark", 1951269), ("NV", "Douglas", 46997)]
+
+
+@pytest.fixture
+def counties_csv(tmp_path):
+    return write_csv(tmp_path / "counties.csv", ["state", "county", "population", "households"],
+                     [(s, c, p, p // 3 + 7) for s, c, p in COUNTIES])
+
+
+# ----------------------------------------------------------------------------------------------
+# help
+# ----------------------------------------------------------------------------------------------
+
+
+def test_help_of_the_installed_executable():
+    proc = subprocess.run([executable(), "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("demo", "release", "fit", "case-study"):
+        assert name in proc.stdout
+    proc = subprocess.run([executable(), "release", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "--invariant" in proc.stdout and "generalized-laplace" in proc.stdout
+
+
+def test_main_without_command_prints_help(capsys):
+    rc, out, _ = run([], capsys)
+    assert rc == 0 and "release" in out and "case-study" in out
+    rc, out, _ = run(["fit", "--help"], capsys)
+    assert rc == 0 and "--model" in out
+
+
+def test_installed_executable_reports_one_line_errors(tmp_path):
+    proc = subprocess.run([executable(), "release", str(tmp_path / "missing.csv"), str(tmp_path / "out.csv"),
+                           "--epsilon", "1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("privinfer")]
+    assert len(lines) == 1 and lines[0].startswith("privinfer: error: ") and "missing.csv" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# release / fit round trips
+# ----------------------------------------------------------------------------------------------
+
+
+def test_release_total_integer_keeps_total_exactly_and_hides_input(tmp_path, counties_csv, capsys):
+    out = tmp_path / "rel.csv"
+    rc, stdout, err = run(["release", counties_csv, out, "--invariant", "total", "--column", "population",
+                           "--mechanism", "generalized-laplace", "--epsilon", "0.5", "--keep", "county",
+                           "--seed", "987654321"], capsys)
+    assert rc == 0, err
+    header, rows = read_csv(out)
+    # only the kept label column and the counts: the confidential 'households' column is dropped
+    assert header == ["county", "population"]
+    assert [r[0] for r in rows] == [c for _, c, _ in COUNTIES]
+    y = np.array([int(r[1]) for r in rows])  # integer strings (int() would raise otherwise)
+    truth = np.array([p for *_, p in COUNTIES])
+    assert y.sum() == truth.sum()  # the invariant, exactly
+    meta_text = (tmp_path / "rel.json").read_text()
+    meta = json.loads(meta_text)
+    assert meta["invariant"]["t"] == [int(truth.sum())]
+    assert meta["mechanism"] == {"name": "generalized-laplace", "parameters": {"epsilon": 0.5}}
+    assert meta["guarantee"]["parameters"]["epsilon"] == 0.5
+    # neither the confidential counts nor the seed are written anywhere public
+    for _, _, p in COUNTIES:
+        assert str(p) not in meta_text and str(p) not in stdout
+    assert "987654321" not in meta_text and "987654321" not in stdout
+    # the same seed gives the same release
+    out2 = tmp_path / "rel2.csv"
+    rc, _, err = run(["release", counties_csv, out2, "--invariant", "total", "--column", "population",
+                      "--epsilon", "0.5", "--keep", "county", "--seed", "987654321"], capsys)
+    assert rc == 0, err
+    assert read_csv(out2) == read_csv(out)
+
+
+def test_release_groups_real_valued_then_fit_county(tmp_path, counties_csv, capsys):
+    out = tmp_path / "rel.csv"
+    rc, _, err = run(["release", counties_csv, out, "--invariant", "groups:state", "--column", "population",
+                      "--mechanism", "projected-gaussian", "--epsilon", "1", "--delta", "1e-6", "--seed", "3"],
+                     capsys)
+    assert rc == 0, err
+    header, rows = read_csv(out)
+    assert header == ["state", "population"]
+    y = np.array([float(r[1]) for r in rows])
+    states = np.array([r[0] for r in rows])
+    truth = np.array([p for *_, p in COUNTIES], dtype=float)
+    for s in ("KY", "NV"):
+        # kept to floating point: 1e-9 relative to the total (the noise is ~6 per county)
+        assert abs(y[states == s].sum() - truth[states == s].sum()) <= 1e-9 * truth[states == s].sum()
+    assert not np.allclose(y, truth)  # noise was added
+
+    fit_dir = tmp_path / "fit"
+    rc, stdout, err = run(["fit", out, "--model", "county", "--draws", "150", "--tune", "150", "--seed", "4",
+                           "--no-progress", "--output", fit_dir], capsys)
+    assert rc == 0, err
+    idata = az.from_netcdf(fit_dir / "posterior.nc")
+    x = idata.posterior["x"].values.reshape(-1, len(COUNTIES))
+    t = json.loads((tmp_path / "rel.json").read_text())["invariant"]["t"]
+    # every posterior draw lies on the invariant (state totals in sorted-label order)
+    np.testing.assert_allclose(x[:, states == "KY"].sum(1), t[0], rtol=1e-9)
+    np.testing.assert_allclose(x[:, states == "NV"].sum(1), t[1], rtol=1e-9)
+    cells_header, cells = read_csv(fit_dir / "cells.csv")
+    assert cells_header[:3] == ["cell", "release", "posterior_mean"] and len(cells) == len(COUNTIES)
+    assert (fit_dir / "summary.txt").exists() and "max R-hat" in stdout
+    # NUTS starts at the release (on the fibre), not at the least-norm point (each county at
+    # its state's mean, ~1e6 noise sds away for Clark county): the chains must mix.  R-hat
+    # < 1.1 is the usual "not stuck" threshold; stuck chains give R-hat in the millions.
+    with open(fit_dir / "summary.csv", newline="") as fh:
+        rhat = [float(r["r_hat"]) for r in csv.DictReader(fh)]
+    assert max(rhat) < 1.1, rhat
+
+
+def test_release_and_fit_integer_groups_with_lattice_sampler(tmp_path, counties_csv, capsys):
+    out = tmp_path / "rel.csv"
+    rc, _, err = run(["release", counties_csv, out, "--invariant", "groups:state", "--column", "population",
+                      "--mechanism", "generalized-laplace", "--epsilon", "1", "--keep", "county", "--seed", "5"],
+                     capsys)
+    assert rc == 0, err
+    header, rows = read_csv(out)
+    assert header == ["state", "county", "population"]
+    y = np.array([int(r[2]) for r in rows])
+    states = np.array([r[0] for r in rows])
+    truth = np.array([p for *_, p in COUNTIES])
+    for s in ("KY", "NV"):
+        assert y[states == s].sum() == truth[states == s].sum()
+    rc, stdout, err = run(["fit", out, "--draws", "100", "--tune", "100", "--seed", "6", "--no-progress",
+                           "--output", tmp_path / "fit"], capsys)
+    assert rc == 0, err
+    x = az.from_netcdf(tmp_path / "fit" / "posterior.nc").posterior["x"].values.reshape(-1, len(COUNTIES))
+    assert x.dtype.kind == "i"
+    assert np.all(x[:, states == "KY"].sum(1) == truth[states == "KY"].sum())
+    assert np.all(x[:, states == "NV"].sum(1) == truth[states == "NV"].sum())
+    assert "Adair" in stdout  # cells are labelled with the kept columns
+
+
+def test_release_wide_table_keeps_margins_and_fit_contingency(tmp_path, capsys):
+    table = np.array([[15, 1, 3, 1], [20, 10, 10, 15], [3, 10, 10, 2], [12, 14, 7, 2]])
+    src = write_csv(tmp_path / "table.csv", ["county", "Low", "Medium", "High", "Very High"],
+                    [[c] + list(r) for c, r in zip(["Alpha", "Beta", "Gamma", "Delta"], table)])
+    out = tmp_path / "rel.csv"
+    rc, _, err = run(["release", src, out, "--invariant", "margins", "--epsilon", "0.5", "--seed", "8"], capsys)
+    assert rc == 0, err
+    header, rows = read_csv(out)
+    assert header == ["county", "Low", "Medium", "High", "Very High"]
+    y = np.array([[int(v) for v in r[1:]] for r in rows])
+    np.testing.assert_array_equal(y.sum(0), table.sum(0))
+    np.testing.assert_array_equal(y.sum(1), table.sum(1))
+    meta = json.loads((tmp_path / "rel.json").read_text())
+    assert meta["table"]["shape"] == [4, 4]
+    assert meta["invariant"]["t"] == list(table.sum(1)) + list(table.sum(0))
+    rc, stdout, err = run(["fit", out, "--model", "contingency", "--draws", "100", "--tune", "100", "--seed", "9",
+                           "--no-progress", "--output", tmp_path / "fit"], capsys)
+    assert rc == 0, err
+    post = az.from_netcdf(tmp_path / "fit" / "posterior.nc").posterior
+    x = post["x"].values.reshape(-1, 4, 4)
+    assert np.all(x.sum(2) == table.sum(1)) and np.all(x.sum(1) == table.sum(0))
+    assert post["log_odds_ratio"].shape[-2:] == (3, 3)
+    assert "Gamma / High" in stdout
+
+
+def test_release_long_table_margins(tmp_path, capsys):
+    cells = [("r1", "a", 4), ("r1", "b", 6), ("r2", "b", 9), ("r2", "a", 2), ("r3", "a", 5), ("r3", "b", 1)]
+    src = write_csv(tmp_path / "long.csv", ["row", "col", "n"], cells)
+    out = tmp_path / "rel.csv"
+    rc, _, err = run(["release", src, out, "--invariant", "margins:row,col", "--epsilon", "1", "--seed", "2"],
+                     capsys)
+    assert rc == 0, err
+    header, rows = read_csv(out)
+    assert header == ["row", "col", "n"]
+    assert [(r[0], r[1]) for r in rows] == [(a, b) for a, b, _ in cells]  # input order kept
+    for key, idx in (("row", 0), ("col", 1)):
+        for lab in {c[idx] for c in cells}:
+            assert sum(int(r[2]) for r in rows if r[idx] == lab) == sum(c[2] for c in cells if c[idx] == lab), key
+
+
+# ----------------------------------------------------------------------------------------------
+# one-line errors, exit status 2
+# ----------------------------------------------------------------------------------------------
+
+
+def assert_one_line_error(rc, err, *fragments, secret=()):
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("privinfer: error: "), err
+    assert "Traceback" not in err
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    for s in secret:
+        assert s not in lines[0], (s, lines[0])
+
+
+BAD_FILES = {
+    # name: (header, rows, extra options, expected fragments, secrets that must not be echoed)
+    "non-numeric": (["id", "n"], [["a", "5"], ["b", "12x7"], ["c", "3"]], [], ["'n'", "data row 2", "not a number"],
+                    ["12x7"]),
+    "negative count": (["id", "n"], [["a", "5"], ["b", "-17"], ["c", "3"]], [], ["data row 2", "negative"], ["-17"]),
+    "non-integer count": (["id", "n"], [["a", "5.5"], ["b", "2"]], [], ["data row 1", "not an integer"], ["5.5"]),
+    "blank value": (["id", "n"], [["a", "5"], ["b", ""]], [], ["data row 2", "blank"], []),
+    "missing column": (["id", "n"], [["a", "5"], ["b", "2"]], ["--column", "count"], ["'count'", "not found"], []),
+    "missing group column": (["id", "n"], [["a", "5"], ["b", "2"]], ["--invariant", "groups:state"],
+                             ["'state'", "not found"], []),
+    "ragged row": (["id", "n"], [["a", "5"], ["b", "2", "9"]], [], ["data row 2", "3 fields"], []),
+    "header only": (["id", "n"], [], [], ["no data rows"], []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_csv_gives_one_line_error(case, tmp_path, capsys):
+    header, rows, extra, fragments, secrets = BAD_FILES[case]
+    src = write_csv(tmp_path / "in.csv", header, rows)
+    rc, _, err = run(["release", src, tmp_path / "out.csv", "--epsilon", "1", "--seed", "1"] + extra, capsys)
+    assert_one_line_error(rc, err, "in.csv", *fragments, secret=secrets)
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_empty_and_missing_files(tmp_path, capsys):
+    (tmp_path / "empty.csv").write_text("")
+    rc, _, err = run(["release", tmp_path / "empty.csv", tmp_path / "o.csv", "--epsilon", "1"], capsys)
+    assert_one_line_error(rc, err, "empty.csv", "empty")
+    rc, _, err = run(["release", tmp_path / "nope.csv", tmp_path / "o.csv", "--epsilon", "1"], capsys)
+    assert_one_line_error(rc, err, "nope.csv", "not found")
+    rc, _, err = run(["release", tmp_path, tmp_path / "o.csv", "--epsilon", "1"], capsys)
+    assert_one_line_error(rc, err, "directory")
+    (tmp_path / "bin.csv").write_bytes(b"\xff\xfe\x00\x81\x00")
+    rc, _, err = run(["release", tmp_path / "bin.csv", tmp_path / "o.csv", "--epsilon", "1"], capsys)
+    assert_one_line_error(rc, err, "bin.csv")
+
+
+@pytest.mark.parametrize("options,fragments", [
+    (["--epsilon", "-1"], ["epsilon", "> 0"]),
+    ([], ["needs --epsilon"]),
+    (["--epsilon", "1", "--delta", "1e-6"], ["does not take --delta"]),
+    (["--mechanism", "projected-gaussian", "--epsilon", "1", "--delta", "2"], ["delta"]),
+    (["--mechanism", "double-geometric", "--epsilon", "1"], ["--invariant none"]),
+    (["--mechanism", "projected-laplace", "--epsilon", "1", "--invariant", "none"], ["keeps an invariant"]),
+    (["--invariant", "rows", "--epsilon", "1"], ["unknown invariant"]),
+    (["--mechanism", "laplace-ish", "--epsilon", "1"], ["invalid choice"]),
+    (["--epsilon", "lots"], ["expected a number"]),
+    (["--seed", "-3", "--epsilon", "1"], ["non-negative integer"]),
+])
+def test_bad_options_give_one_line_error(options, fragments, tmp_path, capsys):
+    src = write_csv(tmp_path / "in.csv", ["n"], [[5], [7], [9]])
+    rc, _, err = run(["release", src, tmp_path / "out.csv"] + options, capsys)
+    assert_one_line_error(rc, err, *fragments)
+
+
+def test_impossible_invariants(tmp_path, capsys):
+    # a one-column table's row totals fix every cell: no noise can be added keeping them
+    src = write_csv(tmp_path / "t.csv", ["county", "Low"], [["a", 3], ["b", 4]])
+    rc, _, err = run(["release", src, tmp_path / "o.csv", "--invariant", "margins", "--epsilon", "1"], capsys)
+    assert_one_line_error(rc, err, "fixes every cell")
+    # every group a single cell: the same
+    src = write_csv(tmp_path / "g.csv", ["g", "n"], [["a", 3], ["b", 4]])
+    rc, _, err = run(["release", src, tmp_path / "o.csv", "--invariant", "groups:g", "--epsilon", "1"], capsys)
+    assert_one_line_error(rc, err, "fixes every cell")
+    # a long table with a missing (row, column) pair is not a two-way table
+    src = write_csv(tmp_path / "l.csv", ["r", "c", "n"], [["a", "x", 1], ["a", "y", 2], ["b", "x", 3]])
+    rc, _, err = run(["release", src, tmp_path / "o.csv", "--invariant", "margins:r,c", "--epsilon", "1"], capsys)
+    assert_one_line_error(rc, err, "every (row, column) pair")
+
+
+def test_fit_rejects_inconsistent_or_unusable_releases(tmp_path, counties_csv, capsys):
+    out = tmp_path / "rel.csv"
+    rc, _, err = run(["release", counties_csv, out, "--column", "population", "--epsilon", "1", "--seed", "1"], capsys)
+    assert rc == 0, err
+    meta_path = tmp_path / "rel.json"
+    meta = json.loads(meta_path.read_text())
+    # published totals that the release does not reproduce: impossible invariant
+    bad = dict(meta, invariant=dict(meta["invariant"], t=[meta["invariant"]["t"][0] + 1]))
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    rc, _, err = run(["fit", out, "--metadata", tmp_path / "bad.json", "--draws", "10", "--tune", "10"], capsys)
+    assert_one_line_error(rc, err, "does not satisfy the invariant")
+    # a two-way model on a release that has no table
+    rc, _, err = run(["fit", out, "--model", "contingency", "--draws", "10", "--tune", "10"], capsys)
+    assert_one_line_error(rc, err, "--model contingency")
+    # no sidecar
+    rc, _, err = run(["fit", counties_csv, "--draws", "10"], capsys)
+    assert_one_line_error(rc, err, "metadata file not found")
+    # a sidecar that is not ours
+    (tmp_path / "x.json").write_text("{\"format\": \"other\"}")
+    rc, _, err = run(["fit", out, "--metadata", tmp_path / "x.json"], capsys)
+    assert_one_line_error(rc, err, "not a privinfer release metadata file")
+    # a non-transparent baseline has no likelihood to fit
+    rc, _, err = run(["release", counties_csv, tmp_path / "td.csv", "--column", "population",
+                      "--mechanism", "topdown-baseline", "--sigma", "2", "--seed", "1"], capsys)
+    assert rc == 0, err
+    rc, _, err = run(["fit", tmp_path / "td.csv", "--draws", "10"], capsys)
+    assert_one_line_error(rc, err, "not transparent")
+    # a release keeping no invariant cannot feed the reference models
+    rc, _, err = run(["release", counties_csv, tmp_path / "dg.csv", "--column", "population",
+                      "--mechanism", "double-geometric", "--invariant", "none", "--epsilon", "1", "--seed", "1"],
+                     capsys)
+    assert rc == 0, err
+    rc, _, err = run(["fit", tmp_path / "dg.csv", "--draws", "10"], capsys)
+    assert_one_line_error(rc, err, "keeps no invariant")
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        cli.main(["--debug", "release", str(tmp_path / "nope.csv"), str(tmp_path / "o.csv"), "--epsilon", "1"])
+    with pytest.raises(FileNotFoundError):
+        cli.main(["release", str(tmp_path / "nope.csv"), str(tmp_path / "o.csv"), "--epsilon", "1", "--debug"])
+
+
+# ----------------------------------------------------------------------------------------------
+# case studies
+# ----------------------------------------------------------------------------------------------
+
+
+def test_case_study_list_matches_the_installed_package(capsys):
+    names = cli.available_case_studies()
+    on_disk = sorted(p.stem for p in pathlib.Path(cs.__file__).parent.glob("*.py") if not p.stem.startswith("_"))
+    assert names == on_disk
+    rc, out, _ = run(["case-study", "--list"], capsys)
+    assert rc == 0
+    for n in names:
+        assert n in out
+    rc, _, err = run(["case-study", "no_such_study"], capsys)
+    assert_one_line_error(rc, err, "unknown case study 'no_such_study'")
+
+
+def test_case_study_runs_module_as_main_with_settings(tmp_path, monkeypatch, capsys):
+    # a throw-away case study in a temporary folder added to the package path
+    pkg_dir = tmp_path / "extra"
+    pkg_dir.mkdir()
+    record = tmp_path / "record.json"
+    (pkg_dir / "probe_study.py").write_text(
+        "import json, os, sys\n"
+        "from privinfer.case_studies._settings import full_mode, output_dir\n"
+        "if __name__ == '__main__':\n"
+        f"    json.dump({{'full': full_mode(), 'out': str(output_dir('probe_study')),"
+        f" 'env': os.environ.get('PRIVINFER_FULL')}}, open({str(record)!r}, 'w'))\n"
+    )
+    monkeypatch.setattr(cs, "__path__", list(cs.__path__) + [str(pkg_dir)])
+    monkeypatch.delenv("PRIVINFER_FULL", raising=False)
+    monkeypatch.delenv("PRIVINFER_OUTPUT", raising=False)
+    for full in (False, True):
+        rc, _, err = run(["case-study", "probe_study", "--output", tmp_path / "out"] + (["--full"] if full else []),
+                         capsys)
+        assert rc == 0, err
+        got = json.loads(record.read_text())
+        assert got["full"] is full and got["env"] == ("1" if full else "0")
+        assert pathlib.Path(got["out"]) == tmp_path / "out" / "probe_study"
+        # the settings do not leak into the calling process
+        assert "PRIVINFER_FULL" not in os.environ and "PRIVINFER_OUTPUT" not in os.environ
+    sys.modules.pop("privinfer.case_studies.probe_study", None)
+
+
+# ----------------------------------------------------------------------------------------------
+# the demo
+# ----------------------------------------------------------------------------------------------
+
+
+def test_demo_command_passes_options_to_run_demo(monkeypatch, capsys, tmp_path):
+    import privinfer.report as report
+
+    seen = {}
+
+    def fake_run_demo(**kw):
+        seen.update(kw)
+        return types.SimpleNamespace(text=lambda: "REPORT")
+
+    monkeypatch.setattr(report, "run_demo", fake_run_demo)
+    rc, out, err = run(["demo", "--draws", "12", "--tune", "34", "--seed", "56", "--output", tmp_path,
+                        "--no-progress"], capsys)
+    assert rc == 0, err
+    assert "REPORT" in out
+    assert seen["draws"] == 12 and seen["tune"] == 34 and seen["seed"] == 56 and seen["chains"] == 2
+    assert seen["output"] == str(tmp_path) and seen["progressbar"] is False
+    rc, _, _ = run(["demo"], capsys)
+    assert seen["seed"] is None and seen["output"] == os.path.join("privinfer-output", "demo")
+
+
+@pytest.mark.slow
+def test_demo_report_covers_the_truth(tmp_path):
+    from privinfer.report import run_demo
+
+    rep = run_demo(draws=400, tune=300, chains=2, seed=20240611, output=tmp_path, progressbar=False)
+    assert rep.margins_kept
+    assert rep.truth.shape == rep.mean.shape == rep.lower.shape == (4, 4)
+    assert np.all(rep.lower <= rep.upper)
+    # Coverage: if the posterior is calibrated each of the 16 true cells is inside its 90%
+    # interval with probability ~0.9.  P(Bin(16, 0.9) <= 8) = 6.1e-5 < 1e-3, so requiring at
+    # least 9 of 16 is a loose bound that a calibrated posterior fails with probability
+    # < 1e-3 if the cells were independent; dependence through the margins widens the spread
+    # of the count a little, and the bound leaves room for it.
+    assert rep.n_inside >= 9, rep.text()
+    assert rep.coverage == rep.n_inside / 16
+    assert 0.0 < rep.lattice_acceptance < 1.0
+    assert np.isfinite(rep.rhat_max) and np.isfinite(rep.ess_bulk_min)
+    assert rep.log_odds_ratio_mean.shape == (3, 3)
+    text = rep.text()
+    assert f"coverage: {rep.n_inside} of 16" in text and "seed 20240611" in text
+    assert rep.figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "report.txt").read_text().strip() == text.strip()
