@@ -295,6 +295,23 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
+def _is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` reports a problem with the user's files or options.
+
+    File-system errors always do.  ``ValueError``/``TypeError`` do when privinfer raised them
+    (its checks name the problem); raised inside another library (PyTensor, PyMC, NumPy, ...)
+    they signal a defect, which deserves a traceback.
+    """
+    if isinstance(exc, (CliError, OSError)):
+        return True
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    if last is None:
+        return True
+    return str(last.tb_frame.f_globals.get("__name__", "")).startswith("privinfer")
+
+
 def _one_line(exc: BaseException) -> str:
     msg = str(exc).strip() or type(exc).__name__
     if isinstance(exc, OSError) and exc.filename and exc.strerror:
@@ -315,7 +332,7 @@ def main(argv=None) -> int:
         print("privinfer: interrupted", file=sys.stderr)
         return 130
     except _user_errors() as exc:
-        if args.debug:
+        if args.debug or not _is_user_error(exc):
             raise
         print(f"privinfer: error: {_one_line(exc)}", file=sys.stderr)
         return 2

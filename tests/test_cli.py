@@ -358,6 +358,17 @@ def test_debug_shows_the_traceback(tmp_path):
         cli.main(["release", str(tmp_path / "nope.csv"), str(tmp_path / "o.csv"), "--epsilon", "1", "--debug"])
 
 
+def test_errors_from_other_libraries_keep_their_traceback(tmp_path, monkeypatch, capsys):
+    # a ValueError raised outside privinfer (here: int() called from this test module) is a
+    # defect, not a user error: it must not be reduced to one line
+    import privinfer.release_files as R
+
+    monkeypatch.setattr(R, "read_counts", lambda *a, **k: int("not a number"))
+    src = write_csv(tmp_path / "in.csv", ["n"], [[5], [7]])
+    with pytest.raises(ValueError, match="invalid literal"):
+        cli.main(["release", str(src), str(tmp_path / "o.csv"), "--epsilon", "1"])
+
+
 # ----------------------------------------------------------------------------------------------
 # case studies
 # ----------------------------------------------------------------------------------------------
