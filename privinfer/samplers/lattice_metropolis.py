@@ -4,7 +4,8 @@ r"""PyMC step methods for integer latents constrained by an invariant.
 One PyMC iteration is
 
 1. a Gibbs-within-Metropolis sweep over lattice moves -- random within-group pairs
-   ``e_i - e_j`` for totals and partitions, the short lattice basis ``b_1..b_d`` of
+   ``e_i - e_j`` for totals and partitions (scored in batches of disjoint pairs when the
+   posterior is separable across cells), the short lattice basis ``b_1..b_d`` of
    ``{e in Z^n : C e = 0}`` otherwise -- with double-geometric jumps (Integer subspace DP,
    Sec. 4, Alg. 1, applied to the posterior), and
 2. ``n_multi`` multi-direction jumps ``x + B k`` with sparse double-geometric ``k`` (makes
@@ -39,7 +40,13 @@ from pymc.step_methods.state import dataclass_state
 from ..pymc._registry import model_registry
 from .lattice_kernels import LatticeMoves, PairMoves
 from .local_posterior import LocalPosterior
-from .posterior_kernels import direction_gibbs, direction_sweep, multi_direction_jump, nonzero_double_geometric
+from .posterior_kernels import (
+    direction_gibbs,
+    direction_sweep,
+    multi_direction_jump,
+    nonzero_double_geometric,
+    pair_sweep_batched,
+)
 
 __all__ = ["LatticeMetropolis", "LatticeGibbs"]
 
@@ -151,8 +158,12 @@ class LatticeMetropolis(ArrayStepShared):
     # -- the step ----------------------------------------------------------------------
     def _sweep(self, x):
         scale = float(np.exp(self.log_scale))
-        x, info = direction_sweep(self.rng, x, self.moves, self.local, scale, order=self.order,
-                                  nonnegative=self.nonnegative)
+        if isinstance(self.moves, PairMoves) and self.local.is_separable:
+            x, info = pair_sweep_batched(self.rng, x, self.info.invariant.group_codes, self.local, scale,
+                                         nonnegative=self.nonnegative)
+        else:
+            x, info = direction_sweep(self.rng, x, self.moves, self.local, scale, order=self.order,
+                                      nonnegative=self.nonnegative)
         rate = info["accepted"] / info["proposed"] if info["proposed"] else np.nan
         return x, rate
 

@@ -105,6 +105,14 @@ class _PriorCells:
         out = self.cell_fn(flat.ravel(), *ps).reshape(flat.shape).sum(axis=1)
         return out.reshape(vals.shape[:-1])
 
+    def cells_at(self, idx, vals):
+        """Like :meth:`cells` with ``idx`` of the same shape as ``vals`` (batches of moves)."""
+        vals = np.asarray(vals, dtype=np.int64)
+        if self._log_p is not None:
+            return self.cells(idx, vals)
+        ps = [p[idx].ravel() for p in self.params]
+        return self.cell_fn(vals.ravel(), *ps).reshape(vals.shape).sum(axis=-1)
+
 
 class _ReleaseCells:
     def __init__(self, release, sep):
@@ -188,6 +196,26 @@ class LocalPosterior:
     @property
     def is_local(self) -> bool:
         return self.other_fn is None
+
+    @property
+    def is_separable(self) -> bool:
+        """True when the log posterior in ``x`` is a plain sum of per-cell terms, so moves on
+        disjoint cells can be scored and accepted independently (in one batch)."""
+        return self.other_fn is None and all(r.outer is None for r in self.releases)
+
+    def delta_batch(self, idx, old, new):
+        """Differences for a batch of moves on disjoint cells: ``idx``, ``old``, ``new`` of
+        shape (P, k); returns (P,).  Valid only when :attr:`is_separable`."""
+        out = np.zeros(len(idx))
+        if self.prior is not None:
+            out += self.prior.cells_at(idx, new) - self.prior.cells_at(idx, old)
+        for r in self.releases:
+            yi = r.y[idx]
+            out += np.sum(r.cell(yi - new), axis=-1) - np.sum(r.cell(yi - old), axis=-1)
+        return out
+
+    def accept_batch(self, idx, new):
+        self._x[idx] = new
 
     def refresh(self, x):
         self._x = np.array(x, dtype=np.int64, copy=True)
