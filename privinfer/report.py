@@ -203,8 +203,8 @@ def _figure(report: DemoReport, path: Path) -> Path:
     """Two panels: per-cell truth / release / posterior interval; log odds ratios."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 5.2), layout="constrained")
-    ax, bx = fig.subplots(1, 2, width_ratios=[16, 9])
+    fig = Figure(figsize=(14, 5.6), layout="constrained")
+    ax, bx = fig.subplots(1, 2, width_ratios=[16, 10])
     k = np.arange(report.n_cells)
     pct = int(round(100 * report.interval))
     mean, lo, hi = report.mean.ravel(), report.lower.ravel(), report.upper.ravel()
@@ -228,10 +228,11 @@ def _figure(report: DemoReport, path: Path) -> Path:
     bx.plot(j, report.truth_log_odds_ratio.ravel(), "s", mfc="none", mec="black", ms=8,
             label="true table (sample log odds ratio)")
     bx.axhline(0.0, color="0.6", lw=1, ls="--")
-    bx.set_xticks(j, [f"{r}\n{c}" for r in report.rows[1:] for c in report.columns[1:]], fontsize=8)
+    bx.set_xticks(j, [f"{r}\n{c}" for r in report.rows[1:] for c in report.columns[1:]], fontsize=8,
+                  rotation=30, ha="right", rotation_mode="anchor")
     bx.set_ylabel(f"log odds ratio vs ({report.rows[0]}, {report.columns[0]})")
     bx.set_title("Association: posterior of the log odds ratios", fontsize=10)
-    bx.legend(fontsize=9)
+    bx.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     fig.suptitle("privinfer demo: private release of the delinquent-children table and its posterior", fontsize=12)
     fig.savefig(path, dpi=150)
     return path
