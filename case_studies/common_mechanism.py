@@ -308,9 +308,10 @@ print("PLB saved vs the alternative approach, by chosen bucketization (rho = 1/8
 #   does.  With the point estimate (`z -> 0`, here 0.001) -- the rule that targets the ground
 #   truth -- the common mechanism is right more often than the threshold approach with a noisy
 #   count, and even more often than the non-private oracle thresholds tuned on these very
-#   data (the population size alone does not capture the age structure of a place).  The
-#   PLB-saved figures use the `z = 3` runs' choices.  This differs from the paper (Fig. 2 there: the common mechanism beats even the
-#   oracle at `z = 3` on tracts); we report what we see on California places.
+#   data (the population size alone does not capture the age structure of a place).  This
+#   differs from the paper (its Fig. 2: the common mechanism beats even the oracle at `z = 3`
+#   on tracts); we report what we see on California places.  The PLB-saved figures use the
+#   `z = 3` runs' choices.
 #   Paired comparisons pooled over all budgets and runs; tolerance 3 standard errors
 #   `sqrt(p_disagree / N)` (`p_disagree`: share of cases where exactly one of the two is right,
 #   resp. where exactly one is too fine).
