@@ -191,7 +191,7 @@ plt.close(fig)
 
 # %%
 SMALL_SHAPE = (3, 6, 4)
-N_FITS = 2 if not FULL else 20
+N_FITS = 2 if not FULL else 10
 DRAWS, TUNE = (300, 300) if not FULL else (1000, 1000)
 coverage_hits, widths, rhat_max, div_frac, post_viol = [], [], 0.0, 0.0, 0.0
 example = None
