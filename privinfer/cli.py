@@ -331,6 +331,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("privinfer: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into a program that stopped reading (e.g. head)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except _user_errors() as exc:
         if args.debug or not _is_user_error(exc):
             raise
