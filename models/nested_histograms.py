@@ -60,22 +60,23 @@ def nested_histogram_model(releases, n_cells, *, total=None, shape=None) -> pm.M
     Generative story
     ----------------
     Cells are ordered along the last axis of ``shape`` (default ``(n_cells,)``; e.g.
-    ``(2, A)`` for sex x age with ages adjacent).  For each leading index (each sex) the
-    log-counts follow a Gaussian random walk over adjacent cells,
+    ``(2, A)`` for sex x age with ages adjacent).  For each leading index ``s`` (each sex)
+    the log-counts follow a Gaussian random walk over adjacent cells,
 
     .. math::
 
-        w_{s,1} = \ell + \tau_0\,\zeta_{s,1}, \qquad w_{s,j+1} = w_{s,j} + \tau\,\xi_{s,j},
-        \qquad \zeta, \xi \sim N(0, 1),
+        w_{s,1} \sim N(\ell, 1), \qquad w_{s,j+1} \mid w_{s,j} \sim N(w_{s,j}, \tau^2),
+        \qquad \ell \sim N(\log m_0, 2^2), \quad \tau \sim N^+(0, 1),
 
-        \ell \sim N(\log m_0, 2^2), \quad \tau \sim N^+(0, 1), \quad \tau_0 = 1,
-
-    (non-centred; ``m_0`` is the mean of a least-squares fit to the releases, at least 1),
-    and the counts are :math:`x = e^{w}` -- continuous and positive -- or, when ``total`` is
-    given, :math:`x = \text{total}\cdot\mathrm{softmax}(w)`, which keeps the published
-    total exactly (the level :math:`\ell` is then identified only by its prior).  The
-    random walk is the smoothness prior: adjacent ages have similar log-counts, with the
-    roughness :math:`\tau` learned from the data.
+    (``m_0`` is the mean of a least-squares fit to the releases, at least 1), and the counts
+    are :math:`x = e^{w}` -- continuous and positive.  When ``total`` is given,
+    :math:`x = \text{total}\cdot\mathrm{softmax}(w)`, which keeps the published total
+    exactly; the level then cancels, so there is no :math:`\ell` and
+    :math:`w_{s,1} \sim N(\log(\text{total}/n), 2^2)`.  The random walk is the smoothness
+    prior: adjacent ages have similar log-counts, with the roughness :math:`\tau` learned
+    from the data.  It is centred (``w`` itself is the free variable): releases of counts
+    usually pin the log-counts down far more tightly than the prior, and a non-centred
+    walk then has a badly conditioned posterior (NUTS needs tiny steps).
 
     Releases
     --------
@@ -89,8 +90,9 @@ def nested_histogram_model(releases, n_cells, *, total=None, shape=None) -> pm.M
     ``observe`` currently requires ``len(y) == mechanism.n``).  The releases must be
     independent given ``x`` (different noise draws), as the product of likelihoods assumes.
 
-    Variables: ``level``, ``roughness``, ``steps`` (shape), deterministics ``log_x`` and
-    ``x`` (length ``n_cells``, flattened in C order).  Sample with NUTS (``pm.sample()``).
+    Variables: ``roughness``, ``level`` (without ``total``), ``w`` (shape ``shape`` as
+    (leading, last)), deterministics ``log_x`` and ``x`` (length ``n_cells``, flattened in C
+    order).  Sample with NUTS (``pm.sample()``).
 
     Raises
     ------
@@ -116,11 +118,13 @@ def nested_histogram_model(releases, n_cells, *, total=None, shape=None) -> pm.M
     m0 = max(m0, 1.0)
 
     with pm.Model() as model:
-        level = pm.Normal("level", np.log(m0), 2.0)
         tau = pm.HalfNormal("roughness", 1.0)
-        steps = pm.Normal("steps", 0.0, 1.0, shape=(lead, L))
-        scales = pt.concatenate([pt.ones((lead, 1)), pt.broadcast_to(tau, (lead, L - 1))], axis=1)
-        w = (level + pt.cumsum(steps * scales, axis=1)).reshape((n,))
+        if total is None:
+            level = pm.Normal("level", np.log(m0), 2.0)
+            init = pm.Normal.dist(level, 1.0)
+        else:  # the common level cancels in the softmax: no level variable
+            init = pm.Normal.dist(np.log(m0), 2.0)
+        w = pm.GaussianRandomWalk("w", sigma=tau, init_dist=init, steps=L - 1, shape=(lead, L)).reshape((n,))
         log_x = pm.Deterministic("log_x", w if total is None else w - pt.logsumexp(w) + np.log(float(total)))
         x = pm.Deterministic("x", pt.exp(log_x))
         for k, (mech, y) in enumerate(pairs):
