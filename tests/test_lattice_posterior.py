@@ -11,6 +11,7 @@ from scipy import stats
 
 from privinfer import invariants as I
 from privinfer.invariants import InfeasibleInvariantError
+from privinfer.mechanisms import GeneralizedLaplace
 from privinfer.mechanisms.discrete import DoubleGeometric
 from privinfer.pymc import lattice_latent, observe
 from privinfer.samplers import LatticeGibbs, LatticeMetropolis
@@ -66,16 +67,27 @@ def test_counties_total_exact_posterior(step_cls):
 
 
 @pytest.mark.slow
-def test_two_way_table_multinomial_prior_exact_posterior():
+@pytest.mark.parametrize("noise", ["double-geometric", "generalized-laplace-l1", "generalized-laplace-l2"])
+def test_two_way_table_multinomial_prior_exact_posterior(noise):
     # 2 x 3 table with fixed row and column totals (total 12), multinomial prior given the
-    # total, double-geometric noise on every cell.
+    # total; noise: double geometric on every cell, or generalized Laplace on the margins'
+    # lattice (l1: separable; l2: a function of the running squared norm)
     inv = I.margins((2, 3), [(0,), (1,)])
     x_true = np.array([3, 1, 2, 1, 3, 2])
     t = inv.of(x_true)
     p = np.array([0.25, 0.1, 0.15, 0.1, 0.25, 0.15])
-    y = x_true + np.array([1, 0, -1, 0, 2, -1])
-    scale = 1.0
-    mech = DoubleGeometric(6, scale=scale)
+    if noise == "double-geometric":
+        mech = DoubleGeometric(6, scale=1.0)
+        y = x_true + np.array([1, 0, -1, 0, 2, -1])
+        noise_logw = lambda pts: -np.abs(y - pts).sum(axis=1)  # noqa: E731
+    else:
+        norm = noise[-2:]
+        mech = GeneralizedLaplace(inv, epsilon=0.8, norm=norm)
+        y = x_true + np.array([1, -2, 1, -1, 2, -1])  # a lattice vector: margins kept
+        if norm == "l1":
+            noise_logw = lambda pts: -0.8 * np.abs(y - pts).sum(axis=1)  # noqa: E731
+        else:
+            noise_logw = lambda pts: -0.8 * np.sqrt(((y - pts) ** 2).sum(axis=1))  # noqa: E731
     with pm.Model():
         x = lattice_latent("x", inv, t, prior=pm.Multinomial.dist(n=12, p=p))
         observe("y", mech, x, observed=y)
@@ -84,7 +96,7 @@ def test_two_way_table_multinomial_prior_exact_posterior():
         idata = pm.sample(3000, tune=500, step=[step], chains=3, cores=1, random_seed=5,
                           progressbar=False, compute_convergence_checks=False)
     pts = enumerate_fibre(inv, t)
-    logw = stats.multinomial.logpmf(pts, 12, p) - np.abs(y - pts).sum(axis=1) / scale
+    logw = stats.multinomial.logpmf(pts, 12, p) + noise_logw(pts)
     _check_against_exact(idata, pts, logw)
     draws = idata.posterior["x"].values.reshape(-1, 6)
     assert np.all(inv.of(draws) == t)  # invariant in every draw

@@ -10,20 +10,14 @@ import pytest
 from scipy import stats
 
 from privinfer import invariants as I
+from privinfer.mechanisms import GeneralizedLaplace
 from privinfer.pymc import lattice_latent, observe
 from privinfer.samplers import LatticeMetropolis
 
 
 def _noise_mechanism(inv):
-    """Generalized Laplace on the lattice (l1) when available, else double geometric."""
-    try:
-        from privinfer.mechanisms import GeneralizedLaplace
-
-        return GeneralizedLaplace(inv, epsilon=0.5, norm="l1")
-    except ImportError:  # pragma: no cover - the integer subspace module ships with the package
-        from privinfer.mechanisms.discrete import DoubleGeometric
-
-        return DoubleGeometric(inv.n, scale=2.0)
+    """Generalized Laplace (l1) on the lattice of the state-total invariant."""
+    return GeneralizedLaplace(inv, epsilon=0.5, norm="l1")
 
 
 @pytest.mark.slow

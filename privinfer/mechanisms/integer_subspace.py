@@ -84,7 +84,8 @@ from ..samplers.lattice_kernels import (
     free_cell_basis,
     init_state,
 )
-from .base import AdditiveMechanism, Guarantee
+from .base import AdditiveMechanism, Guarantee, SeparableLogp
+from .discrete import _integer_mask
 
 __all__ = ["GeneralizedLaplace", "GeneralizedGaussian", "default_moves"]
 
@@ -179,8 +180,8 @@ class _LatticeMechanism(AdditiveMechanism):
             Ce = e @ self._Cint.T.astype(float)
             return integer & np.all(Ce == 0, axis=-1)
         Cd = self._Cint.toarray() if sp.issparse(self._Cint) else self._Cint
-        Ce = xp.dot(e, xp.as_tensor_variable(Cd.T.astype(float)))
-        return xp.and_(xp.all(xp.eq(e, xp.round(e)), axis=-1), xp.all(xp.eq(Ce, 0), axis=-1))
+        Ce = xp.dot(xp.cast(e, "float64"), xp.as_tensor_variable(Cd.T.astype(float)))
+        return xp.and_(_integer_mask(e, xp), xp.all(xp.eq(Ce, 0), axis=-1))
 
     def noise_logp(self, e):
         xp = namespace(e)
@@ -241,6 +242,14 @@ class GeneralizedLaplace(_LatticeMechanism):
             return -self.rate * xp.sum(xp.abs(e), axis=-1)
         return -self.rate * xp.sqrt(xp.sum(e * e, axis=-1))
 
+    def separable_logp(self) -> SeparableLogp:
+        """l1: per cell ``-rate |e_i|``; l2: ``outer(S) = -rate sqrt(S)`` of ``S = sum_i e_i^2``."""
+        rate = self.rate
+        if self.norm == "l1":
+            return SeparableLogp(cell=lambda e: -rate * np.abs(e))
+        return SeparableLogp(cell=lambda e: np.square(np.asarray(e, dtype=float)),
+                             outer=lambda S: -rate * np.sqrt(S))
+
     @property
     def guarantee(self) -> Guarantee:
         return Guarantee(
@@ -275,6 +284,11 @@ class GeneralizedGaussian(_LatticeMechanism):
         if xp is np:
             e = np.asarray(e, dtype=float)
         return -xp.sum(e * e, axis=-1) / (2.0 * self.sigma**2)
+
+    def separable_logp(self) -> SeparableLogp:
+        """Per cell ``-e_i^2 / (2 sigma^2)``."""
+        c = 1.0 / (2.0 * self.sigma**2)
+        return SeparableLogp(cell=lambda e: -c * np.square(np.asarray(e, dtype=float)))
 
     @property
     def guarantee(self) -> Guarantee:
