@@ -12,7 +12,6 @@ from privinfer.samplers.posterior_kernels import (
     multi_direction_jump,
     nonzero_double_geometric,
     pair_sweep_batched,
-    random_matching,
 )
 
 
@@ -151,17 +150,9 @@ def test_batched_pair_sweep_samples_the_exact_law_on_groups():
     p = _exact(pts, mu)
 
     def kernel(rng, x):
-        x, _ = pair_sweep_batched(rng, x, codes, target, 1.0)
+        x, _ = pair_sweep_batched(rng, x, PairMoves(codes), target, 1.0)
         return x
 
     draws = _run(kernel, [5, 3, 0, 0, 0], 20000, 4, np.random.default_rng(3))
     assert np.all(inv.of(draws) == [5, 3])
     assert _chi2_pvalue(draws, pts, p) > 1e-3
-
-
-def test_random_matching_pairs_are_disjoint_and_within_groups():
-    codes = np.array([0, 0, 1, 1, 1, 2, 0, 1])
-    m = random_matching(np.random.default_rng(4), codes)
-    assert len(np.unique(m)) == m.size
-    assert np.all(codes[m[:, 0]] == codes[m[:, 1]])
-    assert len(m) == 1 + 2  # group 0: 3 cells -> 1 pair; group 1: 4 cells -> 2; group 2: 0

@@ -159,7 +159,7 @@ class LatticeMetropolis(ArrayStepShared):
     def _sweep(self, x):
         scale = float(np.exp(self.log_scale))
         if isinstance(self.moves, PairMoves) and self.local.is_separable:
-            x, info = pair_sweep_batched(self.rng, x, self.info.invariant.group_codes, self.local, scale,
+            x, info = pair_sweep_batched(self.rng, x, self.moves, self.local, scale,
                                          nonnegative=self.nonnegative)
         else:
             x, info = direction_sweep(self.rng, x, self.moves, self.local, scale, order=self.order,

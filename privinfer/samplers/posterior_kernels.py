@@ -47,7 +47,6 @@ __all__ = [
     "direction_range",
     "sparse_double_geometric",
     "nonzero_double_geometric",
-    "random_matching",
     "pair_sweep_batched",
 ]
 
@@ -80,26 +79,12 @@ def direction_sweep(rng, x, moves, target, scale, *, order="random", nonnegative
     return x, {"accepted": acc, "proposed": m}
 
 
-def random_matching(rng, codes: np.ndarray) -> np.ndarray:
-    """Random disjoint pairs of cells within groups: shape (P, 2).
-
-    Cells are shuffled within their group (``codes``) and consecutive cells of a group are
-    paired; every unordered within-group pair has the same chance to appear.
-    """
-    order = np.lexsort((rng.random(len(codes)), codes))
-    c = codes[order]
-    first = np.r_[True, c[1:] != c[:-1]]
-    start = np.maximum.accumulate(np.where(first, np.arange(len(c)), 0))
-    pos = np.arange(len(c)) - start
-    left = np.flatnonzero((pos % 2 == 0)[:-1] & (c[1:] == c[:-1]))
-    return np.stack([order[left], order[left + 1]], axis=1)
-
-
-def pair_sweep_batched(rng, x, codes, target, scale, *, rounds: int = 2, nonnegative=True):
+def pair_sweep_batched(rng, x, moves, target, scale, *, rounds: int = 2, nonnegative=True):
     """Metropolis over random within-group transfers ``x_i += z, x_j -= z``, in batches.
 
     For a separable target (log density a sum of per-cell terms; ``target.is_separable``)
     moves on disjoint cells have independent acceptance ratios, so a whole random matching
+    (``moves.matching(rng)`` of a :class:`~privinfer.samplers.lattice_kernels.PairMoves`)
     is proposed, scored and accepted at once (``target.delta_batch``): the composition of
     independent Metropolis kernels on disjoint coordinates, each reversible for the target.
     The pair selection is symmetric and ``z`` is non-zero double geometric, so each kernel
@@ -110,7 +95,7 @@ def pair_sweep_batched(rng, x, codes, target, scale, *, rounds: int = 2, nonnega
     acc = prop = 0
     vals = np.array([1, -1], dtype=np.int64)
     for _ in range(rounds):
-        pairs = random_matching(rng, codes)
+        pairs = moves.matching(rng)
         if len(pairs) == 0:
             break
         z = nonzero_double_geometric(rng, a, (len(pairs),))
