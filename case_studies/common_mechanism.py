@@ -34,9 +34,10 @@
 #
 # Data: the Census Bureau's 2010 demonstration DHC file for California (table P12, sex by 23
 # age groups), read through `privinfer.datasets.load_ddp_dhc_ca` (`PRIVINFER_DATA`).  We use
-# its *enumerated-style* counts as the confidential truth for each of the 1,523 places (from
-# empty places to Los Angeles) -- the paper used census tracts, which are not public at this
-# resolution.  Because the data come at Age23 resolution, each histogram is a bucketing of
+# its published counts as a stand-in for the confidential truth of each of the 1,523 places
+# (from empty places to Los Angeles).  They are themselves a privacy-protected demonstration
+# product, but realistic in size and age structure, which is all the comparison needs; the
+# paper used census tracts (SF1 PCT12), which we do not have here.  Because the data come at Age23 resolution, each histogram is a bucketing of
 # the 46-cell vector `x = (male ages, female ages)`.
 
 # %%
