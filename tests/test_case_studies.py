@@ -22,7 +22,10 @@ def test_case_studies_are_installed():
 def test_case_study_runs_in_small_mode(name, tmp_path):
     env = dict(os.environ, PRIVINFER_OUTPUT=str(tmp_path), MPLBACKEND="Agg", PRIVINFER_FULL="0")
     env.setdefault("PRIVINFER_DATA", str(pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-    proc = subprocess.run([sys.executable, "-m", f"privinfer.case_studies.{name}"], env=env,
+    # run from tmp_path: "python -m" puts the working folder first on sys.path, and the source
+    # tree's privinfer/ (without the mapped models/ and case_studies/) must not shadow the
+    # installed package
+    proc = subprocess.run([sys.executable, "-m", f"privinfer.case_studies.{name}"], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert any(tmp_path.rglob("*.png")), "a case study saves at least one figure"
