@@ -100,7 +100,11 @@ def contingency_table_model(release, mechanism, shape, invariant=None, t=None, *
       :func:`~privinfer.pymc.lattice_latent` with the exact multinomial prior.  Because the
       invariant fixes the total, :class:`~privinfer.samplers.LatticeMetropolis` scores that
       prior locally (only the cells a move touches).  Sample with
-      ``pm.sample(step=privinfer.pymc.lattice_steps(model))`` (NUTS for the rest).
+      ``pm.sample(step=privinfer.pymc.lattice_steps(model))`` (NUTS for the rest).  On the
+      4 x 4 delinquent-children table with a generalized-Laplace release (eps = 0.5),
+      ``lattice_steps(model, step_class=LatticeGibbs)`` (exact conditional moves along
+      each 2 x 2 direction) gave about 5x the smallest cell ESS of the default Metropolis
+      step at lower cost (min bulk ESS 101 vs 19 for 2 x 1000 draws).
     * Real-valued mechanisms: ``x`` is a continuous
       :func:`~privinfer.pymc.affine_latent` on the margins' affine subspace with the
       Gaussian approximation to the multinomial of :func:`multinomial_gaussian_logp`

@@ -98,6 +98,9 @@ def spatiotemporal_model(release, mechanism, shape, invariant, t=None, *, n_harm
     ``release`` may be flat or shaped (G, H, B).  ``t`` defaults to ``invariant.t``, else is
     read off a release that keeps the invariant.
 
+    Sample with ``pm.sample(init="jitter+adapt_full")``: the log-linear effects and the
+    fibre coordinates are correlated, and a dense mass matrix keeps NUTS's steps long.
+
     Raises
     ------
     ValueError for a shape that is not three positive sizes, a release/invariant/mechanism of
