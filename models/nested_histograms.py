@@ -84,10 +84,9 @@ def nested_histogram_model(releases, n_cells, *, total=None, shape=None) -> pm.M
     :class:`~privinfer.mechanisms.LinearGaussian` on the ``n_cells`` cells (``y = B x +
     N(0, Sigma)``; ``y`` of length ``mechanism.m``) -- e.g. the common mechanism's output and
     its residual mechanisms, or several bucketizations.  Each enters with its exact
-    Gaussian likelihood as ``"y_0"``, ``"y_1"``, ... (through
-    :func:`privinfer.pymc.observe` when the release has one entry per cell; as the
-    Potential ``"y_k_loglik"`` = ``mechanism.logp(y, x)`` when its length differs, because
-    ``observe`` currently requires ``len(y) == mechanism.n``).  The releases must be
+    Gaussian likelihood as the observed variables ``"y_0"``, ``"y_1"``, ... (through
+    :func:`privinfer.pymc.observe`, so posterior predictive draws use each mechanism's
+    ``release``).  The releases must be
     independent given ``x`` (different noise draws), as the product of likelihoods assumes.
 
     Variables: ``roughness``, ``level`` (without ``total``), ``w`` (shape ``shape`` as
@@ -131,8 +130,5 @@ def nested_histogram_model(releases, n_cells, *, total=None, shape=None) -> pm.M
         log_x = pm.Deterministic("log_x", w if total is None else w - pt.logsumexp(w) + np.log(float(total)))
         x = pm.Deterministic("x", pt.exp(log_x))
         for k, (mech, y) in enumerate(pairs):
-            if mech.m == n:
-                observe(f"y_{k}", mech, x, observed=y)
-            else:
-                pm.Potential(f"y_{k}_loglik", mech.logp(pt.as_tensor_variable(y), x))
+            observe(f"y_{k}", mech, x, observed=y)
     return model

@@ -105,3 +105,21 @@ def test_observe_errors():
             observe("y2", mech, x, observed=np.array([1.0, 2.0]))
         with pytest.raises(ValueError, match="non-finite"):
             observe("y3", mech, x, observed=np.array([1.0, np.nan, 5.0]))
+
+
+def test_observe_linear_gaussian_with_fewer_outputs_than_cells():
+    # y = B x + N(0, Sigma) with B (2 x 4): the likelihood has length-2 observations and
+    # posterior predictive draws come from the mechanism's release
+    from privinfer.mechanisms import LinearGaussian
+
+    B = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+    mech = LinearGaussian(B, np.diag([0.5, 2.0]))
+    y = np.array([3.0, 5.0])
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 10.0, shape=4)
+        obs = observe("y", mech, x, observed=y)
+    lp = model.compile_logp(vars=[obs])({"x": np.array([1.0, 1.5, 2.0, 2.5])})
+    assert lp == pytest.approx(float(mech.logp(y, np.array([1.0, 1.5, 2.0, 2.5]))))
+    with model:
+        pp = pm.sample_prior_predictive(draws=5, random_seed=1)
+    assert pp.prior_predictive["y"].shape == (1, 5, 2)

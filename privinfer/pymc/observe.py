@@ -26,11 +26,16 @@ from ._registry import ObservedRelease, model_registry
 __all__ = ["observe", "posterior_predictive_releases"]
 
 
+def _output_length(mechanism) -> int:
+    """Length of a release: ``mechanism.m`` for linear queries ``y = B x + noise``, else ``n``."""
+    return int(getattr(mechanism, "m", mechanism.n))
+
+
 def _check_release(mechanism, y, latent_info):
-    n = mechanism.n
+    m = _output_length(mechanism)
     y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"observed release must have shape ({n},), got {y.shape}")
+    if y.shape != (m,):
+        raise ValueError(f"observed release must have shape ({m},), got {y.shape}")
     if not np.all(np.isfinite(y.astype(float))):
         raise ValueError("observed release contains non-finite entries")
     if getattr(mechanism, "integer", False) and np.any(y != np.round(y)):
@@ -71,16 +76,22 @@ def observe(name: str, mechanism, x, observed, *, model=None):
         pm.Potential(f"{name}_loglik", mechanism.augmented_logp(pt.as_tensor_variable(y), x, r))
         return r
 
-    def logp(value, xx):
+    def logp(value, xx, *_):
         return mechanism.logp(value, xx)
 
-    def random(xx, rng=None, size=None):
+    def random(xx, *_, rng=None, size=None):
         xx = np.asarray(xx)
         if size:
             xx = np.broadcast_to(xx, tuple(np.atleast_1d(size)) + xx.shape[-1:])
         return np.asarray(mechanism.release(np.array(xx), rng=rng)).astype(dtype)
 
-    return pm.CustomDist(name, x, logp=logp, random=random, observed=y, signature="(n)->(n)", dtype=dtype)
+    m = _output_length(mechanism)
+    if m == mechanism.n:
+        return pm.CustomDist(name, x, logp=logp, random=random, observed=y, signature="(n)->(n)", dtype=dtype)
+    # a release of another length (y = B x + noise): a second, shape-only parameter of
+    # length m lets PyTensor infer the support shape from the signature
+    return pm.CustomDist(name, x, pt.zeros(m), logp=logp, random=random, observed=y,
+                         signature="(n),(m)->(m)", dtype=dtype)
 
 
 def posterior_predictive_releases(mechanism, x_draws, rng=None) -> np.ndarray:
