@@ -9,10 +9,12 @@ r"""The demo: a private release of the delinquent-children table and honest infe
    is an integer table with exactly the published margins ``t``.
 2. **Analyst.**  :func:`privinfer.models.contingency_table_model` -- multinomial cells with
    log-linear probabilities, the margins conditioned on exactly, the exact likelihood of the
-   release -- is fitted with PyMC: :class:`~privinfer.samplers.LatticeMetropolis` for the
+   release -- is fitted with PyMC: :class:`~privinfer.samplers.LatticeGibbs` (exact
+   conditional draws along each 2 x 2 lattice move; it mixes several times faster than the
+   Metropolis moves on this table) for the
    integer table (moves on the margins' lattice) and NUTS for the log-linear parameters.
 3. **Report** (:class:`DemoReport`): truth vs posterior mean and 90% interval per cell,
-   R-hat and bulk ESS, the lattice sampler's acceptance rate, the posterior of the log odds
+   R-hat and bulk ESS, the fraction of lattice moves that changed the table, the posterior of the log odds
    ratios, and the coverage check.
 
 Coverage check
@@ -90,7 +92,7 @@ class DemoReport:
     truth_log_odds_ratio : (3, 3) sample log odds ratios of the true table (for comparison;
         the model's ``gamma`` are the log odds ratios of the cell probabilities).
     rhat_max, ess_bulk_min : worst R-hat and smallest bulk ESS over the cells and ``gamma``.
-    lattice_acceptance : mean acceptance rate of LatticeMetropolis's moves after tuning.
+    lattice_acceptance : fraction of the lattice sampler's moves that changed the table, after tuning.
     divergences : NUTS divergences after tuning.
     """
 
@@ -174,7 +176,7 @@ class DemoReport:
                  f"+/- {np.sqrt(self.n_cells * self.interval * (1 - self.interval)):.1f}; "
                  f"P(Bin({self.n_cells}, {self.interval:g}) <= {self.n_inside}) = {p_low:.2f})")
         L.append(f"sampler : max R-hat {self.rhat_max:.3f}, min bulk ESS {self.ess_bulk_min:.0f}, "
-                 f"LatticeMetropolis acceptance {self.lattice_acceptance:.2f}, NUTS divergences {self.divergences}")
+                 f"lattice moves that changed the table {self.lattice_acceptance:.2f}, NUTS divergences {self.divergences}")
         if self.rhat_max > 1.01:
             L.append("          note: R-hat above 1.01 -- run longer (--draws) for reliable numbers")
         L.append("")
@@ -261,6 +263,7 @@ def run_demo(draws: int = DEFAULT_DRAWS, tune: int = DEFAULT_TUNE, chains: int =
     from .mechanisms import GeneralizedLaplace
     from .models import contingency_table_model
     from .pymc import lattice_steps
+    from .samplers import LatticeGibbs
 
     say = echo or (lambda *a, **k: None)
     t0 = time.perf_counter()
@@ -281,10 +284,11 @@ def run_demo(draws: int = DEFAULT_DRAWS, tune: int = DEFAULT_TUNE, chains: int =
     if not np.array_equal(inv.of(y), t):  # every release keeps the margins, exactly
         raise RuntimeError("internal error: the release does not keep the margins")
 
-    say("fitting the contingency-table model (LatticeMetropolis for the cells, NUTS for the log-linear terms) ...")
+    say("fitting the contingency-table model (LatticeGibbs for the cells, NUTS for the log-linear terms) ...")
     model = contingency_table_model(y, mech, shape, inv, t)
     with model:
-        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, step=lattice_steps(model),
+        steps = lattice_steps(model, step_class=LatticeGibbs)
+        idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=cores, step=steps,
                           random_seed=int(sample_seq.generate_state(1, np.uint64)[0] % (2**63)),
                           progressbar=progressbar, compute_convergence_checks=False)
 
