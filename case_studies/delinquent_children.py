@@ -125,6 +125,7 @@ for ax, (norm, cs) in zip(axes, curves.items()):
         ax.plot(ts, b, label=f"L = {L} (TV <= 0.01 after {needed[norm][L]} sweeps)")
     ax.axhline(0.01, color="k", ls=":", lw=0.8)
     ax.set_yscale("symlog", linthresh=0.01)
+    ax.set_ylim(0, 2.5)
     ax.set_xlabel("sweeps t")
     ax.set_ylabel("estimated upper bound on TV(chain at t, target)")
     ax.set_title(f"generalized Laplace, {norm} norm, eps = {EPS} ({N_COUPLED} coupled pairs per lag)", fontsize=10)

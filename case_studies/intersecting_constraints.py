@@ -101,6 +101,7 @@ for norm, mech in mechs.items():
           f"(median meeting time {np.median(cert.meeting_times):.0f}); {time.perf_counter() - t0:.1f} s")
 ax.axhline(0.01, color="k", ls=":", lw=0.8)
 ax.set_yscale("symlog", linthresh=0.01)
+ax.set_ylim(0, 2.5)
 ax.set_xlabel("sweeps t")
 ax.set_ylabel("estimated upper bound on TV(chain at t, target)")
 ax.set_title(f"Intersecting constraints: L-lag coupling bounds ({N_COUPLED} pairs, eps = {EPS})", fontsize=10)
