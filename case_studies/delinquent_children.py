@@ -95,8 +95,10 @@ print(f"row totals {truth.sum(1)}, column totals {truth.sum(0)}; lattice dimensi
 # burn-in T and N after `LONG_FACTOR x T` sweeps (a proxy for the exact law) have the same
 # distribution in every cell (two-sample Kolmogorov-Smirnov, Bonferroni over the 16 cells and
 # the two norms at family-wise level 0.001).  A TV distance of 0.01 is far below what the test
-# can detect (its critical distance is about `1.95 sqrt(2/N)` ≈ 0.11 at N = 600), so the test
-# fails only if the certificate is badly wrong.
+# can detect (at level 0.001/32 the critical distance is `sqrt(ln(2/alpha)/2) sqrt(2/N)`, about
+# 2.35 sqrt(2/N) ≈ 0.14 at N = 600), so the test fails only if the certificate is badly wrong.
+# (With 50 coupled pairs the estimated bound moves in steps of 1/50, so "at most 0.01" means
+# that every pair had met.)
 
 # %%
 mechs = {norm: GeneralizedLaplace(inv, EPS, norm=norm, n_coupling_replicates=N_COUPLED, tv_threshold=0.01)
