@@ -172,7 +172,8 @@ fig, ax = plt.subplots(figsize=(11, 4))
 labels = [f"{c[:2]}/{e_[:4]}" for c in datasets.DELINQUENT_COUNTIES for e_ in datasets.DELINQUENT_EDUCATION]
 for k, (norm, e) in enumerate(noise.items()):
     ax.boxplot(e, positions=np.arange(16) * 3 + k, widths=0.8, showfliers=False,
-               boxprops=dict(color=f"C{k}"), medianprops=dict(color=f"C{k}"))
+               boxprops=dict(color=f"C{k}"), medianprops=dict(color=f"C{k}"),
+               whiskerprops=dict(color=f"C{k}"), capprops=dict(color=f"C{k}"))
     ax.plot([], [], color=f"C{k}", label=f"{norm} norm")
 ax.axhline(0, color="k", lw=0.8)
 ax.set_xticks(np.arange(16) * 3 + 0.5)
