@@ -133,7 +133,7 @@ def grid_pvalue(case: GofCase, ys: np.ndarray, z: np.ndarray) -> float:
     M, *_ = np.linalg.lstsq(z, ys - x, rcond=None)
     lo, hi = z.min(axis=0), z.max(axis=0)
     width = hi - lo
-    k = 4001 if d == 1 else 601
+    k = 2001 if d == 1 else 601
     axes = [np.linspace(lo[i] - width[i] / 2, hi[i] + width[i] / 2, k) for i in range(d)]
     mesh = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, d)
     dens = np.exp(_logp_stack(case, x + mesh @ M)).reshape((k,) * d)

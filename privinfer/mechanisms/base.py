@@ -35,7 +35,18 @@ from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_integer_array, check_vector_length
 
-__all__ = ["Guarantee", "Mechanism", "AdditiveMechanism", "SeparableLogp"]
+__all__ = ["Guarantee", "Mechanism", "AdditiveMechanism", "SeparableLogp", "support_scale"]
+
+
+def support_scale(y, x, e) -> np.ndarray:
+    """``max(1, |y|_inf, |x|_inf)`` for each vector of the stack ``e = y - x``.
+
+    Floating-point residuals of a projected release are relative to the magnitudes that were
+    added; mechanisms whose noise lives on a subspace compare ``e``'s off-subspace residual
+    with a tolerance times this scale.
+    """
+    return np.maximum(1.0, np.maximum(np.max(np.abs(np.broadcast_to(y, e.shape)), axis=-1),
+                                      np.max(np.abs(np.broadcast_to(x, e.shape)), axis=-1)))
 
 
 @dataclass(frozen=True)

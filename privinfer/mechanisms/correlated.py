@@ -39,7 +39,7 @@ from .. import accounting
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_finite_array
-from .base import AdditiveMechanism, Guarantee
+from .base import AdditiveMechanism, Guarantee, support_scale
 from .subspace import SUPPORT_RTOL, _check_invariant
 
 __all__ = ["CorrelatedGaussian", "mvee_symmetric", "base_decomposition"]
@@ -260,8 +260,7 @@ class CorrelatedGaussian(AdditiveMechanism):
             # support tolerance relative to the scale of x and y
             v = e @ self._basis
             resid = np.max(np.abs(e - v @ self._basis.T), axis=-1)
-            scale = np.maximum(1.0, np.maximum(np.max(np.abs(np.broadcast_to(y, e.shape)), axis=-1),
-                                               np.max(np.abs(np.broadcast_to(x, e.shape)), axis=-1)))
+            scale = support_scale(y, x, e)
             finite = (-0.5 * np.sum((v / self._sd) ** 2, axis=-1) - np.sum(np.log(self._sd))
                       - 0.5 * self.dim * np.log(2 * np.pi))
             val = np.where(resid <= SUPPORT_RTOL * scale, finite, -np.inf)

@@ -46,7 +46,7 @@ from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_epsilon, check_finite_array, check_positive
 from ..invariants import Invariant
-from .base import AdditiveMechanism, Guarantee
+from .base import AdditiveMechanism, Guarantee, support_scale
 from .subspace import SUPPORT_RTOL, _NullSpaceGaussian
 
 __all__ = ["SemiDPGaussian", "KNorm", "one_way_margins_sensitivity_space", "one_way_margins_l2_sensitivity",
@@ -289,8 +289,7 @@ class KNorm(AdditiveMechanism):
             e = y - x
             z = e @ self.basis
             resid = np.max(np.abs(e - z @ self.basis.T), axis=-1)
-            scale = np.maximum(1.0, np.maximum(np.max(np.abs(np.broadcast_to(y, e.shape)), axis=-1),
-                                               np.max(np.abs(np.broadcast_to(x, e.shape)), axis=-1)))
+            scale = support_scale(y, x, e)
             val = -self.epsilon * self.norm(z) - self._log_norm
             val = np.where(resid <= SUPPORT_RTOL * scale, val, -np.inf)
             return float(val) if np.ndim(val) == 0 else val

@@ -51,7 +51,7 @@ from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_positive
 from ..invariants import Invariant
-from .base import AdditiveMechanism, Guarantee
+from .base import AdditiveMechanism, Guarantee, support_scale
 from .classic import _calibrated_scale, _calibrated_sigma
 
 __all__ = [
@@ -145,9 +145,7 @@ class _NullSpaceMechanism(AdditiveMechanism):
     def _on_support(self, e, y, x):
         """NumPy: True where ``C e = 0`` up to a tolerance relative to the scale of x, y."""
         r = self._inv.project_row(e)
-        scale = np.maximum(np.max(np.abs(np.broadcast_to(y, e.shape)), axis=-1),
-                           np.max(np.abs(np.broadcast_to(x, e.shape)), axis=-1))
-        return np.max(np.abs(r), axis=-1) <= SUPPORT_RTOL * np.maximum(1.0, scale)
+        return np.max(np.abs(r), axis=-1) <= SUPPORT_RTOL * support_scale(y, x, e)
 
     def _null_sq_norm(self, e, xp):
         r""":math:`\|Q_N^T e\|^2`, via the smaller of the two orthonormal bases
