@@ -125,3 +125,20 @@ def integer_start(release, invariant: Invariant, t) -> np.ndarray | None:
         return r
     return None
 
+
+
+def positive_start(release, invariant: Invariant, t) -> np.ndarray | None:
+    """A strictly positive real point on the fibre near the release, or None.
+
+    Totals/partitions with positive totals: each group total split in proportion to the
+    release floored at 1 (so every cell is > 0).  Otherwise the release itself (projected
+    onto the fibre by :func:`privinfer.pymc.affine_latent`) when it is positive.
+    """
+    y = np.asarray(release, dtype=float)
+    t = np.asarray(t, dtype=float)
+    if getattr(invariant, "structure", None) in ("total", "groups") and np.all(t > 0):
+        codes = invariant.group_codes
+        w = np.maximum(y, 1.0)
+        sums = np.bincount(codes, weights=w, minlength=len(t))
+        return t[codes] * w / sums[codes]
+    return y if np.all(y > 0) else None

@@ -14,7 +14,7 @@ import pytensor.tensor as pt
 
 from privinfer.pymc import affine_latent, lattice_latent, observe
 
-from ._checks import check_invariant, check_release, integer_start, is_integer_mechanism, resolve_t
+from ._checks import check_invariant, check_release, integer_start, is_integer_mechanism, positive_start, resolve_t
 
 __all__ = ["county_population_model"]
 
@@ -26,8 +26,8 @@ def county_population_model(release, mechanism, invariant, t=None, *, prior_mean
     ----------------
     .. math::
 
-        \mu \sim N(\log m_0, 2^2), \quad \sigma \sim N^+(0, 1), \quad z_i \sim N(0, 1),
-        \quad \log\lambda_i = \mu + \sigma z_i,
+        \mu \sim N(\log m_0, 2^2), \quad \sigma \sim N^+(0, 1), \quad
+        \log\lambda_i \mid \mu, \sigma \sim N(\mu, \sigma^2),
 
         x_i \mid \lambda_i \sim \mathrm{Poisson}(\lambda_i) \ \text{independently}, \qquad
         t = C x \ \text{(published exactly)}, \qquad y \sim M(x),
@@ -36,6 +36,11 @@ def county_population_model(release, mechanism, invariant, t=None, *, prior_mean
     mean county size implied by the state totals when the mechanism keeps them).  The
     posterior is :math:`p(\mu,\sigma,z)\prod_i \mathrm{Pois}(x_i;\lambda_i)\,1\{Cx=t\}\,p(y\mid x)`:
     the totals are data, so the prior is restricted to the fibre (not renormalized).
+
+    The log-rates are *centred*: with county counts in the thousands to millions each
+    :math:`\log\lambda_i` is pinned by its count to within about :math:`1/\sqrt{x_i}`, the
+    regime where the centred form mixes and the non-centred one (:math:`\mu + \sigma z_i`)
+    does not (on Nevada's 17 real counties the non-centred form gave R-hat 2.1 for ``mu``).
 
     Invariant and mechanism
     -----------------------
@@ -51,7 +56,7 @@ def county_population_model(release, mechanism, invariant, t=None, *, prior_mean
       the lattice, ...): ``x`` is an int64 :func:`~privinfer.pymc.lattice_latent` with the
       Poisson prior above; sample it with :func:`privinfer.pymc.lattice_steps` (local
       LatticeMetropolis moves that keep the totals) and NUTS for ``mu, sigma, z``.
-      Variables: ``mu``, ``sigma``, ``z`` (n), deterministic ``log_rate`` (n), ``x`` (n).
+      Variables: ``mu``, ``sigma``, ``log_rate`` (n), ``x`` (n).
       The chain starts from the release's shares of each total (non-negative, on the fibre).
     * Real-valued mechanisms (projected/extended Gaussian or Laplace, ...): ``x`` is a
       continuous :func:`~privinfer.pymc.affine_latent` on ``{C x = t}`` (NUTS), with the
@@ -63,8 +68,9 @@ def county_population_model(release, mechanism, invariant, t=None, *, prior_mean
       delta method (:math:`\mathrm{Var}(\log x \mid \lambda) \approx 1/\lambda`, evaluated
       at :math:`\lambda = m_0`).  Variables: ``mu``, ``sigma``, ``x_z`` (free coordinates),
       ``x`` (n), plus ``y_r`` for a projected-Laplace release (augmented likelihood).  The
-      log-normal keeps ``x > 0``; the start is the least-norm point of the fibre
-      (each county at its state's mean), which is positive whenever every total is.
+      log-normal keeps ``x > 0``; the chain starts at the release's positive shares of each
+      total (on the fibre), not at the least-norm point (every county at its state's mean),
+      which can sit thousands of noise standard deviations from the data.
 
     Raises
     ------
@@ -88,12 +94,13 @@ def county_population_model(release, mechanism, invariant, t=None, *, prior_mean
         mu = pm.Normal("mu", np.log(prior_mean), 2.0)
         sigma = pm.HalfNormal("sigma", 1.0)
         if integer:
-            z = pm.Normal("z", 0.0, 1.0, shape=inv.n)
-            log_rate = pm.Deterministic("log_rate", mu + sigma * z)
-            x = lattice_latent("x", inv, t_val, prior=pm.Poisson.dist(mu=pt.exp(log_rate)),
-                               initval=integer_start(y, inv, t_val))
+            start = integer_start(y, inv, t_val)
+            log_rate = pm.Normal("log_rate", mu, sigma, shape=inv.n,
+                                 initval=None if start is None else np.log(np.maximum(start, 0.5)))
+            x = lattice_latent("x", inv, t_val, prior=pm.Poisson.dist(mu=pt.exp(log_rate)), initval=start)
         else:
             scale = pt.sqrt(sigma**2 + 1.0 / prior_mean)
-            x = affine_latent("x", inv, t_val, prior=pm.LogNormal.dist(mu=mu, sigma=scale, shape=inv.n))
+            x = affine_latent("x", inv, t_val, prior=pm.LogNormal.dist(mu=mu, sigma=scale, shape=inv.n),
+                              initval=positive_start(y, inv, t_val))
         observe("y", mechanism, x, observed=y)
     return model

@@ -91,8 +91,8 @@ def test_county_model_integer_groups_coverage():
     y = mech.release(x, rng=rng)
     t = inv.of(x)
     model = county_population_model(y, mech, inv, t)
-    assert {"mu", "sigma", "z", "log_rate", "x"} <= set(model.named_vars)
-    assert model["x"].dtype == "int64" and model["z"].type.shape == (60,)
+    assert {"mu", "sigma", "log_rate", "x"} <= set(model.named_vars)
+    assert model["x"].dtype == "int64" and model["log_rate"].type.shape == (60,)
     with model:
         steps = lattice_steps(model)
         assert len(steps) == 1 and steps[0].local.is_local

@@ -55,7 +55,7 @@ def prior_logp(prior, x):
     return pt.sum(pm.logp(prior, x))
 
 
-def affine_latent(name: str, invariant: Invariant, t=None, prior=None, *, dims=None, model=None):
+def affine_latent(name: str, invariant: Invariant, t=None, prior=None, *, initval=None, dims=None, model=None):
     """Continuous latent ``x`` on ``{C x = t}`` parametrized as ``x0 + Q_N z``.
 
     Parameters
@@ -65,12 +65,22 @@ def affine_latent(name: str, invariant: Invariant, t=None, prior=None, *, dims=N
     prior : a PyMC distribution made with ``.dist(...)`` (e.g. ``pm.Normal.dist(mu, sigma,
         shape=n)``) or a callable ``x -> logp``; its density at ``x`` is added as a Potential
         named ``f"{name}_prior"``.  ``None`` adds nothing (flat on the subspace).
+    initval : optional starting point for ``x`` (e.g. the release); it is projected onto
+        ``{C x = t}`` and becomes the initial value of ``z``.  By default ``x`` starts at the
+        least-norm point, which can be far from the data when cells differ by orders of
+        magnitude.
     """
     model = pm.modelcontext(model)
     inv, t = _as_invariant(invariant, t)
     Q = inv.null_basis()
     x0 = inv.feasible_point(t)
-    z = pm.Flat(f"{name}_z", shape=(Q.shape[1],))
+    z0 = None
+    if initval is not None:
+        start = np.asarray(initval, dtype=float)
+        if start.shape != (inv.n,) or not np.all(np.isfinite(start)):
+            raise ValueError(f"initval must be a finite vector of shape ({inv.n},)")
+        z0 = Q.T @ (start - x0)  # coordinates of its projection onto the fibre
+    z = pm.Flat(f"{name}_z", shape=(Q.shape[1],), initval=z0)
     x = pm.Deterministic(name, pt.as_tensor_variable(x0) + pt.dot(pt.as_tensor_variable(Q), z), dims=dims)
     if prior is not None:
         pm.Potential(f"{name}_prior", prior_logp(prior, x))
