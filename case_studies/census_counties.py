@@ -49,13 +49,13 @@ import arviz as az  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
-import pytensor.tensor as pt  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from privinfer import datasets  # noqa: E402
 from privinfer.case_studies._settings import full_mode, output_dir  # noqa: E402
 from privinfer.mechanisms import GeneralizedLaplace, ProjectedLaplace, TopDownBaseline  # noqa: E402
-from privinfer.pymc import lattice_latent, lattice_steps, observe  # noqa: E402
+from privinfer.models import county_population_model  # noqa: E402
+from privinfer.pymc import lattice_steps  # noqa: E402
 
 FULL = full_mode()
 OUT = output_dir("census_counties")
@@ -302,17 +302,16 @@ plt.close(fig)
 # `mu ~ N(log mean(y), 2)`, `sigma ~ HalfNormal(1)`, `log lambda_i ~ N(mu, sigma)`,
 # `x_i ~ Poisson(lambda_i)` restricted to `{x in Z^n, x >= 0 : sum x = total}`, `y ~ M(x)`,
 #
-# written here with the glue (`lattice_latent`, `observe`) in the **centered** form.  Why:
-# county populations run from hundreds to millions, so each `log lambda_i` is pinned by its
-# count to about `1/sqrt(x_i)` (0.001 for Las Vegas' Clark County).  In the non-centered form
-# `log lambda_i = mu + sigma z_i` of `privinfer.models.county_population_model` every change of
-# `mu` or `sigma` must be undone by all the `z_i` at that precision; NUTS with a diagonal mass
-# matrix then crawls (on Nevada we measured R-hat 2.1 for `mu`, bulk ESS 3 from 2 x 1000
-# draws, and the real-valued branch, whose null-space coordinates have scales of millions,
-# fared no better).  The centered form has no such coupling: `mu, sigma` given the
-# `log lambda_i` are a simple normal model.  The likelihood is the exact generalized Laplace
-# density (its normalizing constant does not depend on x).  The counts are sampled by
-# `LatticeMetropolis` (random pair transfers, which keep the total), the rest by NUTS.
+# fitted with `privinfer.models.county_population_model`, whose log-rates are **centred**.
+# Why centred: county populations run from hundreds to millions, so each `log lambda_i` is
+# pinned by its count to about `1/sqrt(x_i)` (0.001 for Las Vegas' Clark County).  In a
+# non-centred form `log lambda_i = mu + sigma z_i` every change of `mu` or `sigma` must be
+# undone by all the `z_i` at that precision; NUTS with a diagonal mass matrix then crawls (on
+# Nevada it gave R-hat 2.1 for `mu` and bulk ESS 3 from 2 x 1000 draws).  Given the
+# `log lambda_i`, `mu, sigma` are a simple normal model.  The likelihood is the exact
+# generalized Laplace density (its normalizing constant does not depend on x).  The counts
+# are sampled by `LatticeMetropolis` (random pair transfers, which keep the total), the rest
+# by NUTS.
 #
 # **Asserted**: every posterior draw keeps the state total; R-hat of `mu`, `sigma` and every
 # `x_i` below 1.05; and the number of counties whose true population lies in its central 90%
@@ -322,25 +321,12 @@ plt.close(fig)
 # 99.9% quantiles of Binomial(n, 0.5) (too wide and too narrow both fail).
 
 # %%
-def county_model(y, mechanism, invariant, total):
-    """Centered log-normal--Poisson county model on the lattice fibre {x >= 0 : sum x = total}."""
-    y = np.asarray(y)
-    with pm.Model() as model:
-        mu = pm.Normal("mu", np.log(y.mean()), 2.0)
-        sigma = pm.HalfNormal("sigma", 1.0)
-        log_rate = pm.Normal("log_rate", mu, sigma, shape=y.size, initval=np.log(np.maximum(y, 1)))
-        x = lattice_latent("x", invariant, [total], prior=pm.Poisson.dist(mu=pt.exp(log_rate)),
-                           initval=y if np.all(y >= 0) else None)  # else a feasible point is found
-        observe("y", mechanism, x, observed=y)
-    return model
-
-
 d = data[FIT_STATE]
 inv = d.invariant()
 gl = GeneralizedLaplace(inv, EPS, norm="l1", **GL_OPTIONS)
 y_one = gl.release(d.sf, rng=rng)
 assert y_one.sum() == d.sf.sum()
-model = county_model(y_one, gl, inv, int(d.sf.sum()))
+model = county_population_model(y_one, gl, inv, [int(d.sf.sum())])
 draws, tune, chains = (2000, 2000, 4) if FULL else (1000, 1000, 2)
 t0 = time.perf_counter()
 with model:
