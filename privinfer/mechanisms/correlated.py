@@ -237,32 +237,32 @@ class CorrelatedGaussian(AdditiveMechanism):
         w = rng.standard_normal(tuple(size) + (self.dim,))
         return (w * self._sd) @ self._basis.T
 
-    def noise_logp(self, e):
-        xp = namespace(e)
-        if xp is np:
-            e = np.asarray(e, dtype=float)
+    def _log_density(self, e, xp, scale=None):
+        """Gaussian log density of ``e`` in the basis coordinates; NumPy: ``-inf`` where the
+        off-subspace residual exceeds ``SUPPORT_RTOL * scale``."""
         v = xp.dot(e, self._basis)
         val = (-0.5 * xp.sum((v / self._sd) ** 2, axis=-1) - float(np.sum(np.log(self._sd)))
                - 0.5 * self.dim * np.log(2 * np.pi))
         if xp is np:
             resid = np.max(np.abs(e - v @ self._basis.T), axis=-1)
-            val = np.where(resid <= SUPPORT_RTOL * np.maximum(1.0, np.max(np.abs(e), axis=-1)), val, -np.inf)
+            val = np.where(resid <= SUPPORT_RTOL * scale, val, -np.inf)
             return float(val) if np.ndim(val) == 0 else val
         return val
 
+    def noise_logp(self, e):
+        xp = namespace(e)
+        if xp is np:
+            e = np.asarray(e, dtype=float)
+            return self._log_density(e, np, np.maximum(1.0, np.max(np.abs(e), axis=-1)))
+        return self._log_density(e, xp)
+
     def logp(self, y, x):
-        """Exact log density w.r.t. (n-r)-dim Lebesgue measure on ``x + N`` (NumPy: -inf off it)."""
+        """Exact log density w.r.t. (n-r)-dim Lebesgue measure on ``x + N`` (NumPy: -inf off it,
+        with the support tolerance relative to the scale of x and y)."""
         xp = namespace(y, x)
         if xp is np:
             y = np.asarray(y, dtype=float)
             x = np.asarray(x, dtype=float)
             e = y - x
-            # support tolerance relative to the scale of x and y
-            v = e @ self._basis
-            resid = np.max(np.abs(e - v @ self._basis.T), axis=-1)
-            scale = support_scale(y, x, e)
-            finite = (-0.5 * np.sum((v / self._sd) ** 2, axis=-1) - np.sum(np.log(self._sd))
-                      - 0.5 * self.dim * np.log(2 * np.pi))
-            val = np.where(resid <= SUPPORT_RTOL * scale, finite, -np.inf)
-            return float(val) if np.ndim(val) == 0 else val
+            return self._log_density(e, np, support_scale(y, x, e))
         return self.noise_logp(y - x)
