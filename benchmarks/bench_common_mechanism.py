@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from privinfer import invariants
 from privinfer.common import DHC_AGE_EDGES, NestedSelection, bucket_matrix, common_mechanism, residual
 from privinfer.mechanisms import LinearGaussian
 
@@ -36,16 +37,9 @@ def best_time(f):
 
 
 def marginals(d, order):
-    rows = []
-    for attrs in itertools.combinations(range(d), order):
-        for vals in itertools.product((0, 1), repeat=order):
-            r = np.ones([2] * d)
-            for a, v in zip(attrs, vals):
-                idx = [slice(None)] * d
-                idx[a] = 1 - v
-                r[tuple(idx)] = 0
-            rows.append(r.ravel())
-    return np.array(rows)
+    """Query matrix of all `order`-way marginals of d binary attributes (x in C order): the
+    constraint matrix of the invariants core's ``margins``."""
+    return invariants.margins((2,) * d, list(itertools.combinations(range(d), order))).matrix.toarray()
 
 
 def age_by_sex():
