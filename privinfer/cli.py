@@ -49,24 +49,23 @@ class _Parser(argparse.ArgumentParser):
 # =============================================================================================
 # parser
 # =============================================================================================
-def _positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
-    return v
+def _int_at_least(low, what):
+    """argparse type: an integer >= ``low`` (``what`` names it in the error)."""
+
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'")
+        return v
+
+    return parse
 
 
-def _nonneg_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
-    return v
+_positive_int = _int_at_least(1, "a positive integer")
+_nonneg_int = _int_at_least(0, "a non-negative integer")
 
 
 def _number(text):
