@@ -106,8 +106,8 @@ def integer_start(release, invariant: Invariant, t) -> np.ndarray | None:
     """
     y = np.asarray(release, dtype=float)
     t = np.round(np.asarray(t, dtype=float)).astype(np.int64)
-    if getattr(invariant, "structure", None) in ("total", "groups") and np.all(t >= 0):
-        codes = invariant.group_codes
+    if invariant.partition is not None and np.all(t >= 0):
+        codes = invariant.partition.codes
         x = np.zeros(invariant.n, dtype=np.int64)
         for g in range(len(t)):
             idx = np.flatnonzero(codes == g)
@@ -136,8 +136,8 @@ def positive_start(release, invariant: Invariant, t) -> np.ndarray | None:
     """
     y = np.asarray(release, dtype=float)
     t = np.asarray(t, dtype=float)
-    if getattr(invariant, "structure", None) in ("total", "groups") and np.all(t > 0):
-        codes = invariant.group_codes
+    if invariant.partition is not None and np.all(t > 0):
+        codes = invariant.partition.codes
         w = np.maximum(y, 1.0)
         sums = np.bincount(codes, weights=w, minlength=len(t))
         return t[codes] * w / sums[codes]

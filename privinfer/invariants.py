@@ -23,7 +23,9 @@ Constructors: :func:`total`, :func:`groups`, :func:`margins`, :func:`counting`, 
 
 from __future__ import annotations
 
+import enum
 import itertools
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Sequence
 
@@ -34,6 +36,8 @@ from scipy.sparse import linalg as spla
 
 __all__ = [
     "Invariant",
+    "InvariantKind",
+    "Partition",
     "InfeasibleInvariantError",
     "total",
     "groups",
@@ -52,6 +56,41 @@ MAX_GRAM_ROWS = 5000
 
 class InfeasibleInvariantError(ValueError):
     """No point satisfies the invariant with the requested properties (or ``t`` is inconsistent)."""
+
+
+class InvariantKind(str, enum.Enum):
+    """What an invariant's constraint matrix is, as built by its constructor.
+
+    ``TOTAL`` (:func:`total`) and ``GROUPS`` (:func:`groups`) are partitions of the cells
+    (:attr:`Invariant.partition` is set); ``MARGINS`` (:func:`margins`) are the marginal totals
+    of a multiway table; ``COUNTING`` (:func:`counting`) subset counts; ``STACKED``
+    (:func:`stack`) several invariants at once; ``GENERAL`` any other matrix.  Code that needs
+    structure asks for it (``inv.partition``, ``inv.table_shape``) rather than comparing kinds.
+    """
+
+    TOTAL = "total"
+    GROUPS = "groups"
+    MARGINS = "margins"
+    COUNTING = "counting"
+    STACKED = "stacked"
+    GENERAL = "general"
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The cells of a partition invariant (totals, groups) grouped.
+
+    ``codes[i]`` is the group of cell i (0..g-1, in the order of the rows of C), ``labels[g]``
+    the user's label of group g, ``sizes[g]`` its number of cells.
+    """
+
+    codes: np.ndarray
+    labels: np.ndarray
+    sizes: np.ndarray
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.sizes.size)
 
 
 # ---------------------------------------------------------------------------------------
@@ -240,7 +279,8 @@ class Invariant:
     moves).
     """
 
-    def __init__(self, C, t=None, *, _projector=None, _structure: str = "general", _moves=None):
+    def __init__(self, C, t=None, *, _projector=None, _structure: str = "general", _moves=None,
+                 _partition: Partition | None = None):
         if sp.issparse(C):
             C = sp.csr_matrix(C, dtype=float)
             if C.ndim != 2:
@@ -265,7 +305,9 @@ class Invariant:
         if m == 0:
             raise ValueError("C must have at least one row (an invariant with no constraint)")
         self._C = C
-        self.structure = _structure
+        self.kind = InvariantKind(_structure)
+        #: The groups of a partition invariant (``total``, ``groups``), else ``None``.
+        self.partition = _partition
         self._projector = _projector if _projector is not None else _GramProjector(C)
         self._moves = _moves
         self._cache: dict = {}
@@ -274,6 +316,11 @@ class Invariant:
             self.t = self._check_t(t)
 
     # -- basic facts --------------------------------------------------------------------
+    @property
+    def structure(self) -> str:
+        """The kind's name (``"total"``, ``"groups"``, ...); prefer :attr:`kind` / :attr:`partition`."""
+        return self.kind.value
+
     @property
     def matrix(self):
         """The constraint matrix C (dense ndarray or scipy.sparse CSR)."""
@@ -306,7 +353,7 @@ class Invariant:
         return bool(np.all(data == np.round(data)))
 
     def __repr__(self) -> str:
-        return f"Invariant(m={self.m}, n={self.n}, rank={self.rank}, structure={self.structure!r})"
+        return f"Invariant(m={self.m}, n={self.n}, rank={self.rank}, kind={self.kind.value!r})"
 
     def with_t(self, t) -> "Invariant":
         """A copy of this invariant with invariant values ``t`` (shares all cached structure)."""
@@ -432,7 +479,7 @@ class Invariant:
                 raise ValueError("an integer feasible point needs an integer constraint matrix C")
             if np.any(t != np.round(t)):
                 raise InfeasibleInvariantError("no integer point: the invariant values t are not integers")
-        if self.structure in ("total", "groups"):
+        if self.partition is not None:
             return self._feasible_groups(t, integer, nonnegative)
         if not integer and not nonnegative:
             return self._least_norm(t)
@@ -793,7 +840,8 @@ def groups(labels, t=None, *, _structure: str = "groups") -> Invariant:
         B[b, np.arange(len(a))] = -1
         return B
 
-    inv = Invariant(C, None, _projector=proj, _structure=_structure, _moves=moves)
+    partition = Partition(codes, uniq, np.bincount(codes, minlength=g).astype(np.int64))
+    inv = Invariant(C, None, _projector=proj, _structure=_structure, _moves=moves, _partition=partition)
     inv.group_labels = uniq
     inv.group_codes = codes
     if t is not None:

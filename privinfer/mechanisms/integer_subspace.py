@@ -92,8 +92,8 @@ __all__ = ["GeneralizedLaplace", "GeneralizedGaussian", "default_moves"]
 
 def default_moves(invariant):
     """Sampler moves for an integer invariant (see module docstring, "Moves")."""
-    if getattr(invariant, "structure", None) in ("total", "groups") and hasattr(invariant, "group_codes"):
-        return PairMoves(invariant.group_codes)
+    if invariant.partition is not None:
+        return PairMoves(invariant.partition.codes)
     B = invariant.lattice_basis()
     Bf, F = free_cell_basis(B)
     return LatticeMoves.from_matrix(Bf if F is not None else B)

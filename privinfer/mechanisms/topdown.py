@@ -186,8 +186,8 @@ def nonnegative_projection(m, invariant: Invariant, t=None) -> np.ndarray:
     t = invariant.t if t is None else np.asarray(t, dtype=float)
     if t is None:
         raise ValueError("no invariant values: pass t or build the Invariant with t")
-    if invariant.structure in ("total", "groups"):
-        return simplex_projection_groups(m, invariant.group_codes, t)
+    if invariant.partition is not None:
+        return simplex_projection_groups(m, invariant.partition.codes, t)
     try:
         return _dual_newton_projection(m, invariant.matrix, t)
     except RuntimeError:
@@ -367,8 +367,8 @@ class TopDownBaseline(Mechanism):
         rng = as_generator(rng)
         inv = self._invariant
         z = nonnegative_projection(np.asarray(m, dtype=float), inv, t)
-        if inv.structure in ("total", "groups"):
-            return largest_remainder_rounding(z, inv.group_codes, t, rng)
+        if inv.partition is not None:
+            return largest_remainder_rounding(z, inv.partition.codes, t, rng)
         return controlled_rounding(z, inv, t)
 
     def release(self, x, rng=None) -> np.ndarray:
@@ -378,12 +378,12 @@ class TopDownBaseline(Mechanism):
         flat = x.reshape(-1, self.n)
         meas = self.measure(flat, rng)
         C = None
-        if self._invariant.structure not in ("total", "groups"):
+        if self._invariant.partition is None:
             C = _IntegerProduct(sp.csr_matrix(self._invariant.matrix, dtype=float))
         out = np.empty_like(flat)
         for i in range(flat.shape[0]):
             t = (C @ flat[i]) if C is not None else np.bincount(
-                self._invariant.group_codes, weights=flat[i], minlength=self._invariant.m).round().astype(np.int64)
+                self._invariant.partition.codes, weights=flat[i], minlength=self._invariant.m).round().astype(np.int64)
             y = self.estimate(meas[i], t, rng)
             if C is not None and not np.array_equal(C @ y, t):
                 raise RuntimeError("release misses the invariant")  # pragma: no cover - guarded above

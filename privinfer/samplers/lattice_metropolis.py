@@ -122,7 +122,7 @@ class LatticeMetropolis(ArrayStepShared):
         self.basis = LatticeMoves.from_matrix(inv.lattice_basis())
         # totals and partitions: random within-group pairs mix far faster than the chain
         # basis e_i - e_{i+1} (see PairMoves); otherwise sweep the short basis
-        self.moves = PairMoves(inv.group_codes) if inv.structure in ("total", "groups") else self.basis
+        self.moves = PairMoves(inv.partition.codes) if inv.partition is not None else self.basis
         self.nonnegative = info.nonnegative
         self.order = order
         self.n_multi = int(n_multi)
