@@ -29,7 +29,7 @@ import pytensor.tensor as pt
 from privinfer import invariants as I
 from privinfer.mechanisms.discrete import DoubleGeometric
 from privinfer.pymc import lattice_latent, observe
-from privinfer.samplers import LatticeMetropolis
+from privinfer.pymc import LatticeMetropolis
 
 
 def _data(n, rng):

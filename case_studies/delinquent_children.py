@@ -55,7 +55,7 @@ from privinfer.case_studies._settings import full_mode, output_dir  # noqa: E402
 from privinfer.mechanisms import GeneralizedLaplace  # noqa: E402
 from privinfer.models import contingency_table_model  # noqa: E402
 from privinfer.pymc import lattice_steps  # noqa: E402
-from privinfer.samplers import iterations_to_threshold, sample_meeting_times, tv_upper_bound  # noqa: E402
+from privinfer.lattice import iterations_to_threshold, sample_meeting_times, tv_upper_bound  # noqa: E402
 
 FULL = full_mode()
 OUT = output_dir("delinquent_children")

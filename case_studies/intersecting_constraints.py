@@ -53,7 +53,8 @@ from privinfer import invariants as I  # noqa: E402
 from privinfer.case_studies._settings import full_mode, output_dir  # noqa: E402
 from privinfer.mechanisms import GeneralizedLaplace  # noqa: E402
 from privinfer.pymc import lattice_latent, observe  # noqa: E402
-from privinfer.samplers import LatticeMetropolis, tv_upper_bound  # noqa: E402
+from privinfer.lattice import tv_upper_bound  # noqa: E402
+from privinfer.pymc import LatticeMetropolis  # noqa: E402
 
 FULL = full_mode()
 OUT = output_dir("intersecting_constraints")

@@ -98,7 +98,7 @@ def contingency_table_model(release, mechanism, shape, invariant=None, t=None, *
 
     * Integer mechanisms (``mechanism.integer``): ``x`` is an int64
       :func:`~privinfer.pymc.lattice_latent` with the exact multinomial prior.  Because the
-      invariant fixes the total, :class:`~privinfer.samplers.LatticeMetropolis` scores that
+      invariant fixes the total, :class:`~privinfer.pymc.LatticeMetropolis` scores that
       prior locally (only the cells a move touches).  Sample with
       ``pm.sample(step=privinfer.pymc.lattice_steps(model))`` (NUTS for the rest).  On the
       4 x 4 delinquent-children table with a generalized-Laplace release (eps = 0.5),

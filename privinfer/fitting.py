@@ -74,7 +74,7 @@ def start_near_release(model, y) -> dict:
     orders of magnitude the least-norm point (every cell at its group mean) can sit thousands of
     noise standard deviations from the release, where NUTS cannot adapt.  Returns the starts set.
     """
-    from .pymc._registry import model_registry
+    from .pymc.registry import model_registry
 
     y = np.asarray(y, dtype=float)
     starts = {}

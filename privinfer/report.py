@@ -9,7 +9,7 @@ r"""The demo: a private release of the delinquent-children table and honest infe
    is an integer table with exactly the published margins ``t``.
 2. **Analyst.**  :func:`privinfer.models.contingency_table_model` -- multinomial cells with
    log-linear probabilities, the margins conditioned on exactly, the exact likelihood of the
-   release -- is fitted with PyMC: :class:`~privinfer.samplers.LatticeGibbs` (exact
+   release -- is fitted with PyMC: :class:`~privinfer.pymc.LatticeGibbs` (exact
    conditional draws along each 2 x 2 lattice move; it mixes several times faster than the
    Metropolis moves on this table) for the
    integer table (moves on the margins' lattice) and NUTS for the log-linear parameters.
@@ -263,7 +263,7 @@ def run_demo(draws: int = DEFAULT_DRAWS, tune: int = DEFAULT_TUNE, chains: int =
     from .mechanisms import GeneralizedLaplace
     from .models import contingency_table_model
     from .pymc import lattice_steps
-    from .samplers import LatticeGibbs
+    from .pymc import LatticeGibbs
 
     say = echo or (lambda *a, **k: None)
     t0 = time.perf_counter()

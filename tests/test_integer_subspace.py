@@ -8,7 +8,7 @@ import pytest
 from privinfer import invariants
 from privinfer.datasets import delinquent_children, intersecting_counting_example
 from privinfer.mechanisms import GeneralizedGaussian, GeneralizedLaplace
-from privinfer.samplers.coupling import BurnInCertificate
+from privinfer.lattice import BurnInCertificate
 
 
 def _delinquent():

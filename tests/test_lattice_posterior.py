@@ -14,7 +14,7 @@ from privinfer.invariants import InfeasibleInvariantError
 from privinfer.mechanisms import GeneralizedLaplace
 from privinfer.mechanisms.discrete import DoubleGeometric
 from privinfer.pymc import lattice_latent, observe
-from privinfer.samplers import LatticeGibbs, LatticeMetropolis
+from privinfer.pymc import LatticeGibbs, LatticeMetropolis
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from posterior_helpers import empirical_tv, enumerate_fibre, exact_marginals, marginal_tv_tolerance  # noqa: E402

@@ -26,7 +26,7 @@ from privinfer.models import (
 from privinfer.models.contingency import multinomial_gaussian_logp
 from privinfer.models.spatiotemporal import harmonic_basis
 from privinfer.pymc import lattice_latent, lattice_steps, observe
-from privinfer.samplers import LatticeGibbs, LatticeMetropolis
+from privinfer.pymc import LatticeGibbs, LatticeMetropolis
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from posterior_helpers import empirical_tv, marginal_tv_tolerance  # noqa: E402

@@ -12,7 +12,7 @@ from scipy import stats
 from privinfer import invariants as I
 from privinfer.mechanisms import GeneralizedLaplace
 from privinfer.pymc import lattice_latent, observe
-from privinfer.samplers import LatticeMetropolis
+from privinfer.pymc import LatticeMetropolis
 
 
 def _noise_mechanism(inv):

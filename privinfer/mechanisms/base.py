@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_integer_array, check_vector_length
 
-__all__ = ["Guarantee", "Mechanism", "AdditiveMechanism", "SeparableLogp", "support_scale"]
+__all__ = ["Guarantee", "Mechanism", "AdditiveMechanism", "support_scale"]
 
 
 def support_scale(y, x, e) -> np.ndarray:
@@ -84,25 +84,6 @@ class Guarantee:
         return s
 
 
-@dataclass(frozen=True)
-class SeparableLogp:
-    r"""A log-likelihood that is local in the noise ``e = y - x``:
-
-    .. math:: \log p(y \mid x) = \mathrm{outer}\Big(\sum_i \mathrm{cell}(e_i)\Big) + \text{const}
-              \quad\text{on the support,}
-
-    with ``outer`` the identity when ``None``.  Samplers use it to compute acceptance
-    ratios from the coordinates a move touches only (carrying ``S = sum_i cell(e_i)`` when
-    ``outer`` is not the identity).  ``cell`` and ``outer`` are NumPy functions.  The support
-    condition (e.g. ``C e = 0`` for a mechanism with an invariant) is *not* part of it: it
-    is constant along moves in the kernel of the mechanism's invariant, which the caller
-    must check.
-    """
-
-    cell: Callable[[np.ndarray], np.ndarray]
-    outer: Callable[[np.ndarray], np.ndarray] | None = None
-
-
 class Mechanism(abc.ABC):
     """Abstract base of all mechanisms (see module docstring for the protocol)."""
 
@@ -131,8 +112,10 @@ class Mechanism(abc.ABC):
     def logp(self, y, x):
         """Log-likelihood ``log p(y | x)`` (NumPy or PyTensor)."""
 
-    def separable_logp(self) -> SeparableLogp | None:
-        """The likelihood in :class:`SeparableLogp` form, or ``None`` if it is not separable."""
+    def local_logp(self):
+        r"""The noise log-density as a :class:`~privinfer.lattice.LocalLogDensity` in
+        :math:`e = y - x` (up to a constant, on the support), so lattice samplers can score a
+        move from the cells it touches; ``None`` when the likelihood has no such form."""
         return None
 
     # -- helpers shared by subclasses ---------------------------------------------------

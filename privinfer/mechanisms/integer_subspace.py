@@ -45,20 +45,40 @@ statement implies (eps, delta) bounds via :mod:`privinfer.accounting`.)
 
 Both noise laws are symmetric, so :math:`E[y] = x` (Thm 12, 15: unbiased).
 
-Sampling (Sec. 4, App. D).  ``release`` runs the Gibbs-within-Metropolis sampler of
-:mod:`privinfer.samplers.lattice_kernels` from :math:`e = 0`, one independent chain per
-released vector, for ``burn_in`` sweeps.  Unless given, ``burn_in`` is certified once per
-mechanism by L-lag couplings (:mod:`privinfer.samplers.coupling`): the sweeps at which the
-estimated bound on :math:`\mathrm{TV}(\pi_t, \pi)` is at most ``tv_threshold``; it is
-cached on the object (:attr:`certificate`).  If the sampled law is within TV :math:`\eta` of
-the exact law for every x (the noise law does not depend on x, so one bound serves all x),
-then :math:`P(\tilde M(x)\in S) \le e^{\epsilon}P(\tilde M(x')\in S) + (1+e^{\epsilon})\eta`:
-the released mechanism is :math:`(\epsilon, (1+e^\epsilon)\eta)` (paper, end of Sec. 4).
+Sampling: exact where the invariant allows it (:mod:`privinfer.lattice.exact`).
+``release`` draws the noise exactly -- no Markov chain, no floating-point step in the law --
+for the l1 generalized Laplace and the generalized Gaussian on partitions (totals, groups:
+compositions resp. one-dependent-cell rejection) and, for other invariants with a free-cell
+lattice basis, by free-cell rejection when its estimated acceptance is at least
+``min_acceptance``.  :attr:`exact` says which path ``release`` takes, and the guarantee of an
+exact release has :math:`\delta = 0`.
 
-Moves.  For totals/groups the sampler uses random transfers :math:`e_i - e_k` inside a group
-(:class:`~privinfer.samplers.lattice_kernels.PairMoves`); otherwise the invariant's short
-lattice basis changed to free-cell coordinates
-(:func:`~privinfer.samplers.lattice_kernels.free_cell_basis`).  Pass ``moves=`` to override.
+Otherwise (l2 norm; tables whose free-cell acceptance is too small; ``sampler="mcmc"``) the
+noise comes from the Gibbs-within-Metropolis sampler of :mod:`privinfer.lattice.kernels`
+(Sec. 4, App. D) run from :math:`e = 0`, one independent chain per released vector.  If the
+sampled law is within TV :math:`\eta` of the exact law (the noise law does not depend on x,
+so one bound serves all x) then
+:math:`P(\tilde M(x)\in S) \le e^{\epsilon}P(\tilde M(x')\in S) + (1+e^{\epsilon})\eta`: the
+released mechanism is :math:`(\epsilon, (1+e^\epsilon)\eta)` (paper, end of Sec. 4), and the
+guarantee says so.  How :math:`\eta` is obtained (:meth:`certify_burn_in`): L-lag couplings
+(:mod:`privinfer.lattice.coupling`) give an estimate :math:`\hat\eta_0` of
+:math:`\mathrm{TV}(\pi_{T_0}, \pi)` after :math:`T_0` sweeps from :math:`e = 0`
+(``tv_threshold``, default 0.01); the chain then runs :math:`T = kT_0` sweeps.  With
+:math:`\bar d(t) = \sup_{u,v}\mathrm{TV}(P^t(u,\cdot), P^t(v,\cdot))`, the coupling
+inequality and the Markov property give :math:`\bar d(s+t) \le \bar d(s)\bar d(t)` and
+:math:`\mathrm{TV}(\pi_t, \pi) \le \bar d(t)`, and :math:`\bar d \le 2d`; reading
+:math:`\hat\eta_0` as the worst-case distance over the states the chain visits gives
+:math:`\eta \le (2\hat\eta_0)^k`, and k is the smallest integer with
+:math:`(1 + e^\epsilon)(2\hat\eta_0)^k \le` ``target_delta`` (default :math:`10^{-6}`).
+This is an *estimate*, not a certificate (a Monte Carlo estimate from ``n_coupling_replicates``
+meeting times, and the worst case over all lattice starts is 1 on an infinite lattice), and
+the guarantee records it as such (``delta_method``).  An explicit ``burn_in`` skips the
+coupling; its delta is then unknown and the guarantee says so (``delta = nan``).
+
+Moves of the MCMC path: random transfers :math:`e_i - e_k` inside a group for partitions
+(:class:`~privinfer.lattice.PairMoves`); otherwise the invariant's short lattice basis in
+free-cell coordinates (:func:`~privinfer.lattice.free_cell_basis`).  Pass ``moves=`` to
+override.
 """
 
 from __future__ import annotations
@@ -71,20 +91,23 @@ import scipy.sparse as sp
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_epsilon, check_positive
-from ..samplers.coupling import BurnInCertificate, certify_burn_in
-from ..samplers.lattice_kernels import (
+from ..lattice import (
+    BurnInCertificate,
+    DiscreteGaussianLaw,
+    DoubleGeometricLaw,
     GaussianTarget,
     L1Target,
     L2Target,
-    LatticeMoves,
     PairMoves,
-    _resolve_scales,
-    _sweep_inplace,
     as_moves,
-    free_cell_basis,
+    certify_burn_in,
+    exact_sampler,
     init_state,
+    moves_for,
 )
-from .base import AdditiveMechanism, Guarantee, SeparableLogp
+from ..lattice.kernels import resolve_jump_scales, sweep_inplace
+from ..lattice.laws import as_rational
+from .base import AdditiveMechanism, Guarantee
 from .discrete import _integer_mask
 
 __all__ = ["GeneralizedLaplace", "GeneralizedGaussian", "default_moves"]
@@ -92,18 +115,20 @@ __all__ = ["GeneralizedLaplace", "GeneralizedGaussian", "default_moves"]
 
 def default_moves(invariant):
     """Sampler moves for an integer invariant (see module docstring, "Moves")."""
-    if invariant.partition is not None:
-        return PairMoves(invariant.partition.codes)
-    B = invariant.lattice_basis()
-    Bf, F = free_cell_basis(B)
-    return LatticeMoves.from_matrix(Bf if F is not None else B)
+    return moves_for(invariant)
+
+
+#: Seed of the pilot run that estimates the free-cell acceptance (a decision about the sampler,
+#: made once per mechanism and independent of any data; never used for a release).
+PILOT_SEED = 20230207
 
 
 class _LatticeMechanism(AdditiveMechanism):
     integer = True
 
-    def __init__(self, invariant, *, moves=None, jump_scale=None, order=None, burn_in=None,
-                 tv_threshold=0.01, lag=None, n_coupling_replicates=100, max_sweeps=100_000):
+    def __init__(self, invariant, *, sampler="auto", min_acceptance=1e-3, target_delta=1e-6, moves=None,
+                 jump_scale=None, order=None, burn_in=None, tv_threshold=0.01, lag=None,
+                 n_coupling_replicates=100, max_sweeps=100_000):
         from ..invariants import Invariant
 
         if not isinstance(invariant, Invariant):
@@ -112,13 +137,22 @@ class _LatticeMechanism(AdditiveMechanism):
             raise ValueError("integer subspace DP needs an integer constraint matrix C (counting invariants)")
         if invariant.null_dim == 0:
             raise ValueError("the invariant fixes every cell (rank C = n): no noise can be added")
+        if sampler not in ("auto", "exact", "mcmc"):
+            raise ValueError(f"sampler must be 'auto', 'exact' or 'mcmc', not {sampler!r}")
         self.invariant = invariant
         self._Cint = invariant.integer_matrix()
+        self.sampler = sampler
+        self.min_acceptance = float(min_acceptance)
+        if not (0 < self.min_acceptance <= 1):
+            raise ValueError("min_acceptance must lie in (0, 1]")
+        self.target_delta = float(target_delta)
+        if not (0 < self.target_delta < 1):
+            raise ValueError("target_delta must lie strictly between 0 and 1")
         self.moves = as_moves(moves) if moves is not None else default_moves(invariant)
         if self.moves.n != invariant.n:
             raise ValueError(f"moves act on {self.moves.n} cells, the invariant on {invariant.n}")
         self.order = order if order is not None else ("random" if isinstance(self.moves, PairMoves) else "systematic")
-        self.jump_scale = _resolve_scales(jump_scale, self.moves, self.target)
+        self.jump_scale = resolve_jump_scales(jump_scale, self.moves, self.target)
         if burn_in is not None:
             if int(burn_in) != burn_in or burn_in < 0:
                 raise ValueError("burn_in must be a non-negative integer")
@@ -131,12 +165,41 @@ class _LatticeMechanism(AdditiveMechanism):
         self.n_coupling_replicates = int(n_coupling_replicates)
         self.max_sweeps = int(max_sweeps)
         self._certificate: BurnInCertificate | None = None
+        self._exact_sampler = None
+        self._exact_checked = False
+        if sampler == "exact" and self.exact_sampler is None:
+            raise ValueError(
+                "no exact sampler for this mechanism and invariant (exact sampling covers the l1 "
+                "generalized Laplace and the generalized Gaussian on totals/groups, and free-cell "
+                "rejection with acceptance >= min_acceptance); use sampler='auto' or 'mcmc'"
+            )
 
     @property
     def n(self) -> int:
         return self.invariant.n
 
-    # -- sampler ---------------------------------------------------------------------------
+    # -- exact sampler ----------------------------------------------------------------------
+    def _law(self):
+        """The per-cell law of the noise when it is a product law (None for the l2 norm)."""
+        return None
+
+    @property
+    def exact_sampler(self):
+        """The :class:`~privinfer.lattice.ExactSampler` used by ``release``, or None (MCMC)."""
+        if not self._exact_checked:
+            self._exact_checked = True
+            law = self._law() if self.sampler != "mcmc" else None
+            if law is not None:
+                self._exact_sampler = exact_sampler(self.invariant, law, min_acceptance=self.min_acceptance,
+                                                    rng=np.random.default_rng(PILOT_SEED))
+        return self._exact_sampler
+
+    @property
+    def exact(self) -> bool:
+        """True when ``release`` draws the noise law exactly (then ``guarantee["delta"] == 0``)."""
+        return self.exact_sampler is not None
+
+    # -- MCMC sampler --------------------------------------------------------------------
     def certify_burn_in(self, rng=None) -> BurnInCertificate:
         """Run the L-lag coupling once and cache the certificate (see module docstring)."""
         if self._certificate is None:
@@ -149,27 +212,77 @@ class _LatticeMechanism(AdditiveMechanism):
 
     @property
     def certificate(self) -> BurnInCertificate | None:
-        """The cached coupling certificate (None until computed)."""
+        """The cached coupling certificate (None until computed, and for exact releases)."""
         return self._certificate
 
+    def _eta0(self) -> float:
+        """The coupling estimate of TV after the certified sweeps, floored at the Monte Carlo
+        resolution 1/R of R replicates (an estimate of 0 from R replicates says little more)."""
+        cert = self.certify_burn_in()
+        return max(float(cert.tv_bound(cert.burn_in)), 1.0 / cert.n_replicates)
+
+    def _repeats(self, eps_for_delta: float) -> int:
+        """k: the smallest integer with (1 + e^eps) (2 eta0)^k <= target_delta (module docstring)."""
+        base = 2.0 * self._eta0()
+        if base >= 1.0:
+            raise RuntimeError("the coupling estimate of the TV distance is too large to boost; "
+                               "raise max_sweeps or lower tv_threshold")
+        need = math.log(self.target_delta / (1.0 + math.exp(eps_for_delta)))
+        return max(1, int(math.ceil(need / math.log(base))))
+
     def burn_in(self, rng=None) -> int:
-        """Sweeps run before a chain's state is released (explicit, or coupling-certified)."""
+        """Sweeps run before a chain's state is released: explicit, or k times the
+        coupling-certified sweeps (module docstring)."""
         if self._burn_in is not None:
             return self._burn_in
-        return self.certify_burn_in(rng).burn_in
+        cert = self.certify_burn_in(rng)
+        return max(1, cert.burn_in) * self._repeats(self._delta_epsilon())
+
+    def tv_eta(self) -> float:
+        """The TV distance of an MCMC release to the exact law: the estimate of the module
+        docstring, 1.0 (no bound) for an explicit ``burn_in``, 0.0 for an exact release."""
+        if self.exact:
+            return 0.0
+        if self._burn_in is not None:
+            return 1.0
+        return (2.0 * self._eta0()) ** self._repeats(self._delta_epsilon())
+
+    def _delta_epsilon(self) -> float:
+        """The epsilon at which the sampler's TV error is turned into a delta."""
+        raise NotImplementedError
 
     def sample_noise(self, size=(), rng=None) -> np.ndarray:
         rng = as_generator(rng)
         size = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
         m = int(np.prod(size)) if size else 1
-        T = self.burn_in(rng)
-        st = init_state(np.zeros(self.n, dtype=np.int64), self.moves, self.target, m)
-        for _ in range(T):
-            st, _ = _sweep_inplace(rng, st, self.moves, self.target, self.jump_scale, self.order)
-        e = st.e
+        if self.exact:
+            e = self.exact_sampler.sample(rng, (m,))
+        else:
+            T = self.burn_in(rng)
+            st = init_state(np.zeros(self.n, dtype=np.int64), self.moves, self.target, m)
+            for _ in range(T):
+                st, _ = sweep_inplace(rng, st, self.moves, self.target, self.jump_scale, self.order)
+            e = st.e
         if np.any(self._Cint @ e.T):  # exact integer check of the invariant on every release
             raise RuntimeError("internal error: sampled noise left the lattice")
         return e.reshape(size + (self.n,))
+
+    def local_logp(self):
+        """The noise log-density as a :class:`~privinfer.lattice.LocalLogDensity` in ``e = y - x``."""
+        return self.target
+
+    def _sampler_parameters(self) -> dict:
+        if self.exact:
+            return {"sampler": f"exact ({self.exact_sampler.method})", "delta_method": "exact sampling: delta = 0"}
+        if self._burn_in is not None:
+            return {"sampler": f"mcmc ({self._burn_in} sweeps, given)",
+                    "delta_method": "explicit burn-in without a TV estimate: only the trivial bound eta <= 1"}
+        cert = self.certify_burn_in()
+        return {"sampler": f"mcmc ({self.burn_in()} sweeps)",
+                "delta_method": (f"(1 + e^eps) eta, eta = (2 eta0)^k estimated: eta0 = {self._eta0():.3g} from "
+                                 f"{cert.n_replicates} L-lag coupling replicates (lag {cert.lag}) after "
+                                 f"{cert.burn_in} sweeps, k = {self._repeats(self._delta_epsilon())} "
+                                 "(sub-multiplicativity; an estimate, not a certificate)")}
 
     # -- likelihood ------------------------------------------------------------------------
     def _lattice_mask(self, e, xp):
@@ -242,23 +355,27 @@ class GeneralizedLaplace(_LatticeMechanism):
             return -self.rate * xp.sum(xp.abs(e), axis=-1)
         return -self.rate * xp.sqrt(xp.sum(e * e, axis=-1))
 
-    def separable_logp(self) -> SeparableLogp:
-        """l1: per cell ``-rate |e_i|``; l2: ``outer(S) = -rate sqrt(S)`` of ``S = sum_i e_i^2``."""
-        rate = self.rate
-        if self.norm == "l1":
-            return SeparableLogp(cell=lambda e: -rate * np.abs(e))
-        return SeparableLogp(cell=lambda e: np.square(np.asarray(e, dtype=float)),
-                             outer=lambda S: -rate * np.sqrt(S))
+    def _law(self):
+        if self.norm != "l1":
+            return None
+        return DoubleGeometricLaw(as_rational(self.sensitivity, "sensitivity") / as_rational(self.epsilon, "epsilon"))
+
+    def _delta_epsilon(self) -> float:
+        return self.epsilon
 
     @property
     def guarantee(self) -> Guarantee:
+        """``(epsilon, 0)`` for an exact release; ``(epsilon, (1 + e^eps) eta)`` for an MCMC one
+        (module docstring: how eta is estimated, recorded in ``delta_method``)."""
+        eta = self.tv_eta()
+        delta = min(1.0, (1.0 + math.exp(self.epsilon)) * eta)
         return Guarantee(
-            "(eps, 0)-induced integer subspace DP",
-            {"epsilon": self.epsilon, "norm": self.norm, "sensitivity": self.sensitivity,
-             "sampler_tv_threshold": self.tv_threshold if self._burn_in is None else None},
+            "(eps, 0)-induced integer subspace DP" if self.exact else "(eps, delta)-induced integer subspace DP",
+            {"epsilon": self.epsilon, "delta": 0.0 if self.exact else delta, "exact": self.exact,
+             "norm": self.norm, "sensitivity": self.sensitivity, **self._sampler_parameters()},
             f"integer x ~ x' iff C x = C x'; privacy loss <= epsilon * ||x - x'||_{self.norm[1]} / sensitivity; "
-            "an MCMC law within TV eta of the target adds delta = (1 + e^eps) eta",
-            "Dharangutte, Gao, Gong, Yu 2023, Def. 2, Def. 9, Thm 10",
+            "a release drawn within TV eta of the exact law adds delta = (1 + e^eps) eta",
+            "Dharangutte, Gao, Gong, Yu 2023, Def. 2, Def. 9, Thm 10, Sec. 4",
         )
 
 
@@ -285,17 +402,32 @@ class GeneralizedGaussian(_LatticeMechanism):
             e = np.asarray(e, dtype=float)
         return -xp.sum(e * e, axis=-1) / (2.0 * self.sigma**2)
 
-    def separable_logp(self) -> SeparableLogp:
-        """Per cell ``-e_i^2 / (2 sigma^2)``."""
-        c = 1.0 / (2.0 * self.sigma**2)
-        return SeparableLogp(cell=lambda e: -c * np.square(np.asarray(e, dtype=float)))
+    def _law(self):
+        return DiscreteGaussianLaw(as_rational(self.sigma, "sigma"))
+
+    def _delta_epsilon(self) -> float:
+        from ..accounting import zcdp_to_approx_dp
+
+        return zcdp_to_approx_dp(self.sensitivity**2 / (2.0 * self.sigma**2), self.target_delta)
 
     @property
     def guarantee(self) -> Guarantee:
+        """rho-zCDP for an exact release (``delta = 0``: no sampler error).  An MCMC release is
+        within TV eta of that law: it is ``(epsilon, target_delta + (1 + e^eps) eta)``-DP with
+        ``epsilon`` the zCDP conversion at ``target_delta`` (Bun and Steinke 2016, Prop. 1.3)."""
         rho = self.sensitivity**2 / (2.0 * self.sigma**2)
+        params = {"rho": rho, "sigma": self.sigma, "sensitivity": self.sensitivity, "exact": self.exact}
+        if self.exact:
+            params["delta"] = 0.0
+            definition = "rho-zCDP, induced integer subspace"
+        else:
+            eps = self._delta_epsilon()
+            params["epsilon"] = eps
+            params["delta"] = min(1.0, self.target_delta + (1.0 + math.exp(eps)) * self.tv_eta())
+            definition = "(eps, delta)-induced integer subspace DP (rho-zCDP law, MCMC release)"
+        params.update(self._sampler_parameters())
         return Guarantee(
-            "rho-zCDP, induced integer subspace",
-            {"rho": rho, "sigma": self.sigma, "sensitivity": self.sensitivity},
+            definition, params,
             "integer x ~ x' iff C x = C x' and ||x - x'||_2 <= sensitivity",
             "Dharangutte, Gao, Gong, Yu 2023, Def. 13; zCDP bound derived in privinfer.mechanisms.integer_subspace",
         )

@@ -3,13 +3,13 @@
 * :func:`observe` -- the exact likelihood of a release (auxiliary latents where needed).
 * :func:`affine_latent` (alias :func:`constrained_vector`) -- continuous ``x`` on ``{C x = t}``.
 * :func:`lattice_latent` -- integer ``x`` on ``{x in Z^n : C x = t}``, sampled with
-  :class:`privinfer.samplers.LatticeMetropolis` / ``LatticeGibbs``.
+  :class:`LatticeMetropolis` / :class:`LatticeGibbs` (step methods on the lattice engine).
 * :func:`lattice_steps` -- one lattice step per integer latent, for ``pm.sample(step=...)``.
 """
 
 from .latents import affine_latent, constrained_vector, lattice_latent, prior_logp
 from .observe import observe, posterior_predictive_releases
-from .steps import lattice_steps
+from .steps import LatticeGibbs, LatticeMetropolis, lattice_steps
 
 __all__ = [
     "observe",
@@ -19,4 +19,6 @@ __all__ = [
     "prior_logp",
     "posterior_predictive_releases",
     "lattice_steps",
+    "LatticeMetropolis",
+    "LatticeGibbs",
 ]

@@ -18,7 +18,7 @@ Continuous latent (:func:`affine_latent`)
 Integer latent (:func:`lattice_latent`)
     ``x`` is an int64 vector on the fibre ``{x in Z^n : C x = t}`` (and ``x >= 0`` for
     counts).  Its own log-density is 0 on the fibre and ``-inf`` off it, the prior is added
-    as a ``Potential``, and the step methods in :mod:`privinfer.samplers.lattice_metropolis`
+    as a ``Potential``, and the step methods in :mod:`privinfer.pymc.steps`
     move along the lattice ``{e : C e = 0}`` so they never leave the fibre.
 """
 
@@ -30,7 +30,7 @@ import pytensor.tensor as pt
 import scipy.sparse as sp
 
 from ..invariants import InfeasibleInvariantError, Invariant
-from ._registry import AffineLatentInfo, LatticeLatentInfo, model_registry
+from .registry import AffineLatentInfo, LatticeLatentInfo, model_registry
 
 __all__ = ["affine_latent", "lattice_latent", "constrained_vector", "prior_logp"]
 
@@ -139,7 +139,7 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
         if the prior gives probability zero to the initial point (pass ``initval`` inside
         the prior's support).
 
-    Sample ``x`` with :class:`privinfer.samplers.LatticeMetropolis` (or ``LatticeGibbs``).
+    Sample ``x`` with :class:`privinfer.pymc.LatticeMetropolis` (or ``LatticeGibbs``).
     """
     model = pm.modelcontext(model)
     inv, t = _as_invariant(invariant, t)

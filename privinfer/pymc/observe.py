@@ -21,7 +21,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from ..invariants import InfeasibleInvariantError
-from ._registry import ObservedRelease, model_registry
+from .registry import ObservedRelease, model_registry
 
 __all__ = ["observe", "posterior_predictive_releases"]
 

@@ -11,10 +11,15 @@ as a function of ``x`` (other variables fixed) is a sum of terms:
   then scored on the touched cells only; a multinomial prior is local too when the
   invariant fixes the total (``log p = const + sum_i (x_i log p_i - log x_i!)``);
 * each release observed through :func:`privinfer.pymc.observe` whose mechanism has a
-  :class:`~privinfer.mechanisms.base.SeparableLogp` and whose invariant contains the
-  latent's lattice (so its support indicator is constant along moves);
-* anything else (user Potentials, non-separable likelihoods) -- evaluated by a compiled
-  function of the whole ``x``, so the difference stays exact, just not local.
+  local log-density (``mechanism.local_logp()``, a
+  :class:`~privinfer.lattice.LocalLogDensity` in the noise ``e = y - x``) and whose invariant
+  contains the latent's lattice (so its support indicator is constant along moves);
+* anything else (user Potentials, other likelihoods) -- evaluated by a compiled function of
+  the whole ``x``, so the difference stays exact, just not local.
+
+:class:`LocalPosterior` assembles these terms into one
+:class:`~privinfer.lattice.LocalLogDensity` over ``x`` (:attr:`LocalPosterior.density`), the
+encoding every lattice kernel scores moves with.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ except ImportError:  # older PyTensor
     from pytensor.graph.basic import ancestors
 from pytensor.graph.replace import graph_replace
 from scipy.special import gammaln
+
+from ..lattice import CellSum, LocalLogDensity, WholeVector
 
 __all__ = ["LocalPosterior"]
 
@@ -86,66 +93,31 @@ class _PriorCells:
             self._mu = p if self.kind == "PoissonRV" else np.zeros_like(p)
 
     def cells(self, idx, vals):
-        """Log-pmf of cells ``idx`` taking values ``vals`` (shape (..., k)); sums over k.
+        """Per-cell prior log-pmf of cells ``idx`` taking values ``vals`` (``idx`` broadcasts
+        against ``vals``): the :class:`~privinfer.lattice.CellSum` cell function.
 
         Poisson and multinomial cells are scored in NumPy (``x log mu - mu - log x!``, the
         same formula PyMC compiles, without the call overhead); other distributions through
         the compiled PyMC log-pmf.
         """
         vals = np.asarray(vals, dtype=np.int64)
+        idx = np.broadcast_to(np.asarray(idx), vals.shape)
         if self._log_p is not None:
             lp, mu = self._log_p[idx], self._mu[idx]
             with np.errstate(invalid="ignore"):
                 c = np.where(vals > 0, vals * lp, 0.0) - mu - gammaln(vals + 1.0)
-            c = np.where(vals >= 0, c, -np.inf)
-            return c.sum(axis=-1)
-        flat = vals.reshape(-1, len(idx))
-        reps = flat.shape[0]
-        ps = [np.tile(p[idx], reps) for p in self.params]
-        out = self.cell_fn(flat.ravel(), *ps).reshape(flat.shape).sum(axis=1)
-        return out.reshape(vals.shape[:-1])
-
-    def cells_at(self, idx, vals):
-        """Like :meth:`cells` with ``idx`` of the same shape as ``vals`` (batches of moves)."""
-        vals = np.asarray(vals, dtype=np.int64)
-        if self._log_p is not None:
-            return self.cells(idx, vals)
+            return np.where(vals >= 0, c, -np.inf)
         ps = [p[idx].ravel() for p in self.params]
-        return self.cell_fn(vals.ravel(), *ps).reshape(vals.shape).sum(axis=-1)
-
-
-class _ReleaseCells:
-    def __init__(self, release, sep):
-        self.y = np.asarray(release.y)
-        self.cell = sep.cell
-        self.outer = sep.outer
-        self.S = None
-
-    def refresh(self, x):
-        if self.outer is not None:
-            self.S = float(np.sum(self.cell(self.y - x)))
-
-    def delta(self, idx, old, new):
-        yi = self.y[idx]
-        d_old = np.sum(self.cell(yi - old))
-        d_new = np.sum(self.cell(yi - new), axis=-1)
-        if self.outer is None:
-            return d_new - d_old
-        S_new = self.S + d_new - d_old
-        return self.outer(S_new) - self.outer(self.S)
-
-    def accept(self, idx, old, new):
-        if self.outer is not None:
-            yi = self.y[idx]
-            self.S += float(np.sum(self.cell(yi - new)) - np.sum(self.cell(yi - old)))
+        return np.asarray(self.cell_fn(vals.ravel(), *ps)).reshape(vals.shape)
 
 
 class LocalPosterior:
-    """``delta(idx, old, new)`` for the latent ``x`` of ``model`` (see module docstring).
+    """The log posterior of the lattice latent ``x`` of ``model`` as a
+    :class:`~privinfer.lattice.LocalLogDensity` (:attr:`density`), see module docstring.
 
     ``shared`` maps the model's other value variables to the shared variables PyMC sets
-    before each step.  Call :meth:`refresh` with the current ``x`` at the start of every
-    step and :meth:`accept` after every accepted move.
+    before each step.  Call :meth:`refresh` at the start of every step: the prior's
+    parameters depend on the other variables.
     """
 
     def __init__(self, model, x_rv, info, basis, shared):
@@ -157,7 +129,7 @@ class LocalPosterior:
         prior_name = f"{info.name}_prior"
         release_names = {r.name: r for r in info.releases}
         self.prior = None
-        self.releases = []
+        terms = []
         other_terms = []
         self.local_terms = []
         self.nonlocal_terms = []
@@ -171,83 +143,39 @@ class LocalPosterior:
             if name == prior_name and info.prior is not None:
                 try:
                     self.prior = _PriorCells(model, info.prior, n, shared, sums_fixed)
+                    terms.append(CellSum(self.prior.cells))
                     self.local_terms.append(name)
                     continue
                 except NotImplementedError:
                     pass
             if name in release_names:
                 rel = release_names[name]
-                sep = rel.mechanism.separable_logp() if hasattr(rel.mechanism, "separable_logp") else None
-                inv_m = getattr(rel.mechanism, "invariant", None)
-                if sep is not None and (inv_m is None or not np.any(np.abs(inv_m.of(dense_B.T.astype(float))) > 0)):
-                    self.releases.append(_ReleaseCells(rel, sep))
+                local = rel.mechanism.local_logp()
+                inv_m = rel.mechanism.invariant
+                if local is not None and local.is_local and (
+                        inv_m is None or not np.any(np.abs(inv_m.of(dense_B.T.astype(float))) > 0)):
+                    terms.extend(t.shifted(rel.y, -1) for t in local.terms)
                     self.local_terms.append(name)
                     continue
             other_terms.append(term)
             self.nonlocal_terms.append(name)
-        self.other_fn = None
         if other_terms:
             total = pt.add(*other_terms) if len(other_terms) > 1 else other_terms[0]
             total = graph_replace(total, shared, strict=False)
-            self.other_fn = _compile([xv], total)
-        self._other_val = None
-        self._x = None
+            fn = _compile([xv], total)
+            terms.append(WholeVector(lambda v: float(fn(np.asarray(v, dtype=np.int64)))))
+        self.density = LocalLogDensity(terms)
 
     @property
     def is_local(self) -> bool:
-        return self.other_fn is None
+        return self.density.is_local
 
     @property
     def is_separable(self) -> bool:
-        """True when the log posterior in ``x`` is a plain sum of per-cell terms, so moves on
-        disjoint cells can be scored and accepted independently (in one batch)."""
-        return self.other_fn is None and all(r.outer is None for r in self.releases)
+        """True when the log posterior in ``x`` is a plain sum of per-cell terms."""
+        return self.density.separable
 
-    def delta_batch(self, idx, old, new):
-        """Differences for a batch of moves on disjoint cells: ``idx``, ``old``, ``new`` of
-        shape (P, k); returns (P,).  Valid only when :attr:`is_separable`."""
-        out = np.zeros(len(idx))
-        if self.prior is not None:
-            out += self.prior.cells_at(idx, new) - self.prior.cells_at(idx, old)
-        for r in self.releases:
-            yi = r.y[idx]
-            out += np.sum(r.cell(yi - new), axis=-1) - np.sum(r.cell(yi - old), axis=-1)
-        return out
-
-    def accept_batch(self, idx, new):
-        self._x[idx] = new
-
-    def refresh(self, x):
-        self._x = np.array(x, dtype=np.int64, copy=True)
+    def refresh(self):
+        """Re-read the prior's parameters (call before every step)."""
         if self.prior is not None:
             self.prior.refresh()
-        for r in self.releases:
-            r.refresh(self._x)
-        if self.other_fn is not None:
-            self._other_val = float(self.other_fn(self._x))
-
-    def delta(self, idx, old, new):
-        new = np.asarray(new, dtype=np.int64)
-        out = np.zeros(new.shape[:-1])
-        if self.prior is not None:
-            both = self.prior.cells(idx, np.concatenate([np.reshape(old, (1, -1)), new.reshape(-1, len(idx))]))
-            out = out + (both[1:].reshape(new.shape[:-1]) - both[0])
-        for r in self.releases:
-            out = out + r.delta(idx, old, new)
-        if self.other_fn is not None:
-            flat = new.reshape(-1, len(idx))
-            vals = np.empty(flat.shape[0])
-            for i, row in enumerate(flat):
-                xn = self._x.copy()
-                xn[idx] = row
-                vals[i] = float(self.other_fn(xn))
-            out = out + (vals.reshape(new.shape[:-1]) - self._other_val)
-        return out
-
-    def accept(self, idx, old, new):
-        """Record an accepted move (keeps running statistics and the cached state)."""
-        for r in self.releases:
-            r.accept(idx, old, new)
-        self._x[idx] = new
-        if self.other_fn is not None:
-            self._other_val = float(self.other_fn(self._x))

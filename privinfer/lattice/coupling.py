@@ -5,7 +5,7 @@ couplings", as used by Dharangutte, Gao, Gong, Yu (2023), Sec. 4 and App. D.2 (A
 2-3).
 
 Coupled kernel (Algorithm 2).  Two chains X and Y run the Gibbs-within-Metropolis sweep of
-:mod:`privinfer.samplers.lattice_kernels` with common randomness: the same coordinate order,
+:mod:`privinfer.lattice.kernels` with common randomness: the same coordinate order,
 the same uniform :math:`U` in the accept step, and *maximally coupled* proposals.  At
 coordinate j the proposals for the j-th lattice coordinate are
 :math:`z^X_j + \zeta^X` and :math:`z^Y_j + \zeta^Y` with :math:`\zeta^\cdot` double geometric
@@ -53,21 +53,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._rng import as_generator
-from .lattice_kernels import (
-    LatticeMoves,
+from .kernels import (
     LatticeState,
-    _copy,
-    _matching_step_inplace,
-    _n_matchings,
-    _resolve_scales,
-    _use_matchings,
-    _scale_of,
-    _step_inplace,
-    _sweep_inplace,
-    as_moves,
-    double_geometric_jumps,
+    copy_state,
     init_state,
+    matching_step_inplace,
+    metropolis_step_inplace,
+    resolve_jump_scales,
+    scale_of_move,
+    sweep_inplace,
 )
+from .laws import double_geometric_jumps
+from .moves import LatticeMoves, PairMoves, as_moves
 
 __all__ = [
     "maximal_coupling_double_geometric",
@@ -128,7 +125,7 @@ def _coupling_shift(delta, val):
 def _coupled_matching_sweep_inplace(rng, X, Y, moves, target, scales):
     m = X.e.shape[0]
     val = np.array([1, -1], dtype=np.int64)
-    for _ in range(_n_matchings(moves)):
+    for _ in range(moves.matchings_per_sweep):
         pairs = moves.matching(rng)  # common to both chains
         P = pairs.shape[0]
         delta = (X.e[:, pairs] - Y.e[:, pairs]).reshape(m * P, 2)
@@ -136,13 +133,13 @@ def _coupled_matching_sweep_inplace(rng, X, Y, moves, target, scales):
         zx, uy = maximal_coupling_double_geometric(rng, np.zeros(m * P, dtype=np.int64), c, scales[0])
         zy = uy - c
         log_u = np.log(rng.random((m, P)))
-        _matching_step_inplace(X, pairs, zx.reshape(m, P), log_u, target)
-        _matching_step_inplace(Y, pairs, zy.reshape(m, P), log_u, target)
+        matching_step_inplace(X, pairs, zx.reshape(m, P), log_u, target)
+        matching_step_inplace(Y, pairs, zy.reshape(m, P), log_u, target)
     return X, Y
 
 
 def _coupled_sweep_inplace(rng, X: LatticeState, Y: LatticeState, moves, target, scales, order):
-    if _use_matchings(moves, target):
+    if isinstance(moves, PairMoves) and target.separable:
         return _coupled_matching_sweep_inplace(rng, X, Y, moves, target, scales)
     sched = moves.schedule(rng, order)
     m = X.e.shape[0]
@@ -150,12 +147,12 @@ def _coupled_sweep_inplace(rng, X: LatticeState, Y: LatticeState, moves, target,
     for j in sched:
         idx, val = moves.move(j)
         c = _coupling_shift(X.e[:, idx] - Y.e[:, idx], val)
-        s = _scale_of(scales, j if fixed else 0)
+        s = scale_of_move(scales, j if fixed else 0)
         zx, uy = maximal_coupling_double_geometric(rng, np.zeros(m, dtype=np.int64), c, s)
         zy = uy - c
         log_u = np.log(rng.random(m))
-        _step_inplace(X, idx, val, zx, log_u, target)
-        _step_inplace(Y, idx, val, zy, log_u, target)
+        metropolis_step_inplace(X, idx, val, zx, log_u, target)
+        metropolis_step_inplace(Y, idx, val, zy, log_u, target)
     return X, Y
 
 
@@ -165,11 +162,11 @@ def coupled_sweep(rng, state_x: LatticeState, state_y: LatticeState, moves, targ
 
     ``(rng, state_x, state_y, moves, target, jump_scale, order) -> ((state_x, state_y), met)``
     where ``met[i]`` says chain pair i is now equal.  Each marginal is exactly one
-    :func:`~privinfer.samplers.lattice_kernels.gibbs_sweep`.
+    :func:`~privinfer.lattice.kernels.sweep`.
     """
     moves = as_moves(moves)
-    X, Y = _copy(state_x), _copy(state_y)
-    X, Y = _coupled_sweep_inplace(rng, X, Y, moves, target, _resolve_scales(jump_scale, moves, target), order)
+    X, Y = copy_state(state_x), copy_state(state_y)
+    X, Y = _coupled_sweep_inplace(rng, X, Y, moves, target, resolve_jump_scales(jump_scale, moves, target), order)
     return (X, Y), np.all(X.e == Y.e, axis=1)
 
 
@@ -194,13 +191,13 @@ def sample_meeting_times(rng, moves, target, lag: int, n_replicates: int, jump_s
     R = int(n_replicates)
     if R < 1:
         raise ValueError("n_replicates must be >= 1")
-    scales = _resolve_scales(jump_scale, moves, target)
+    scales = resolve_jump_scales(jump_scale, moves, target)
     if e0 is None:
         e0 = np.zeros(moves.n, dtype=np.int64)
     X = init_state(e0, moves, target, R)
     Y = init_state(e0, moves, target, R)
     for _ in range(lag):
-        X, _ = _sweep_inplace(rng, X, moves, target, scales, order)
+        X, _ = sweep_inplace(rng, X, moves, target, scales, order)
     tau = np.full(R, -1, dtype=np.int64)
     active = np.arange(R)
     t = lag

@@ -1,0 +1,72 @@
+"""The lattice engine: framework-free (NumPy/SciPy only) sampling on integer lattices.
+
+``{e in Z^n : C e = 0}`` is where the curator's integer noise lives (Integer subspace DP) and
+``{x in Z^n : C x = t}`` where the analyst's latent counts live.  One engine serves both:
+
+``laws``      exact integer samplers (CKS 2020) and the double geometric jump law
+``moves``     move sets: pair transfers within groups, a short lattice basis, free cells
+``density``   the one encoding of a target's local log-density change
+``kernels``   Metropolis / heat-bath kernels ``kernel(rng, state) -> (state, info)``
+``coupling``  L-lag couplings of the kernels and total-variation certificates
+``exact``     exact samplers of product laws restricted to the lattice (no Markov chain)
+
+Nothing here imports PyMC; the PyMC step methods built on these kernels live in
+:mod:`privinfer.pymc`.
+"""
+
+from .coupling import (
+    BurnInCertificate,
+    certify_burn_in,
+    coupled_sweep,
+    iterations_to_threshold,
+    maximal_coupling_double_geometric,
+    sample_meeting_times,
+    tv_upper_bound,
+)
+from .density import CellSum, GaussianTarget, L1Target, L2Target, LocalLogDensity, WholeVector
+from .exact import (
+    DiscreteGaussianLaw,
+    DoubleGeometricLaw,
+    ExactSampler,
+    FreeCellRejection,
+    exact_sampler,
+    sample_partition_double_geometric,
+    sample_partition_rejection,
+)
+from .kernels import (
+    LatticeState,
+    SweepInfo,
+    coordinate_step,
+    default_jump_scale,
+    direction_gibbs,
+    direction_range,
+    gibbs_sweep,
+    init_state,
+    metropolis_kernel,
+    multi_direction_jump,
+    run_sweeps,
+    sweep,
+)
+from .laws import (
+    double_geometric_jumps,
+    jump_logpmf,
+    nonzero_double_geometric,
+    sample_discrete_gaussian,
+    sample_discrete_laplace,
+    sample_geometric,
+    sparse_double_geometric,
+)
+from .moves import LatticeMoves, PairMoves, SparseLatticeBasis, as_moves, free_cell_basis, moves_for, sweep_order
+
+__all__ = [
+    "BurnInCertificate", "certify_burn_in", "coupled_sweep", "iterations_to_threshold",
+    "maximal_coupling_double_geometric", "sample_meeting_times", "tv_upper_bound",
+    "CellSum", "WholeVector", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",
+    "DoubleGeometricLaw", "DiscreteGaussianLaw", "ExactSampler", "FreeCellRejection", "exact_sampler",
+    "sample_partition_double_geometric", "sample_partition_rejection",
+    "LatticeState", "SweepInfo", "init_state", "sweep", "gibbs_sweep", "coordinate_step", "run_sweeps",
+    "metropolis_kernel", "multi_direction_jump", "direction_range", "direction_gibbs", "default_jump_scale",
+    "double_geometric_jumps", "jump_logpmf", "nonzero_double_geometric", "sparse_double_geometric",
+    "sample_geometric", "sample_discrete_laplace", "sample_discrete_gaussian",
+    "LatticeMoves", "PairMoves", "SparseLatticeBasis", "as_moves", "free_cell_basis", "moves_for", "sweep_order",
+]
