@@ -25,6 +25,7 @@ __all__ = ["check_queries", "check_answerable_queries", "estimate", "estimator",
 
 
 def check_queries(queries, n: int) -> np.ndarray:
+    """``queries`` as a finite ``(q, n)`` matrix (a single row ``(n,)`` becomes ``(1, n)``)."""
     Q = check_finite_array(queries, "queries")
     if Q.ndim == 1:
         Q = Q[None, :]

@@ -94,6 +94,8 @@ def recreation_map(target: LinearGaussian, common: LinearGaussian, residual_mech
 
 
 def apply_recreation(A, C, omega_common, omega_residual, m_common: int, m_residual: int, rng):
+    """``[omega_common, omega_residual] A^T`` plus ``C``-coloured standard normal noise from ``rng``
+    (none when ``C is None``): the output of :func:`recreate` from a :func:`recreation_map`."""
     wc = check_finite_array(omega_common, "omega_common")
     wr = check_finite_array(omega_residual, "omega_residual")
     if wc.ndim == 0 or wc.shape[-1] != m_common:

@@ -219,6 +219,7 @@ def canonical_noise(*, epsilon=None, delta=0.0, mu=None, tradeoff=None):
 
 
 def noise_description(noise):
+    """``(definition, parameters)`` of the guarantee a CND gives; ``TypeError`` for other noise."""
     if isinstance(noise, Tulap):
         return "(eps, delta)-DP", {"epsilon": noise.epsilon, "delta": noise.delta}
     if isinstance(noise, GaussianCanonicalNoise):
