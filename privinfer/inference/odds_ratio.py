@@ -6,7 +6,7 @@ determines the table and ``x11 | t ~ Hyper(t1., t2., t.1, w)`` (Fisher's noncent
 hypergeometric, :mod:`privinfer.distributions`) with ``w`` the cross-product odds ratio.
 The curator releases ``U = x11 + N`` with ``N ~ F`` a canonical noise distribution (CND) of a
 symmetric tradeoff function ``f`` (Tulap for ``(eps, delta)``; see
-:mod:`privinfer.mechanisms.canonical`); ``U`` is ``(D_t, A_{a(t)}, f)``-DP because ``x11``
+:mod:`privinfer.mechanisms.canonical_noise`); ``U`` is ``(D_t, A_{a(t)}, f)``-DP because ``x11``
 moves by at most one between semi-adjacent tables (Example 7).
 
 Theorem 37.  For ``H0: w <= 1`` vs ``H1: w > 1`` the test ``phi*(X) = F(x11 - m(t))`` with
@@ -64,7 +64,8 @@ from scipy import optimize
 
 from .._validation import check_epsilon, check_finite_array
 from ..distributions import FisherNoncentralHypergeometric, check_margins, log_base_weights
-from ..mechanisms.canonical import CanonicalNoise, GaussianCanonicalNoise, Tulap, canonical_noise
+from ..mechanisms.canonical_noise import CanonicalNoise, GaussianCanonicalNoise, canonical_noise
+from ..mechanisms.tulap import Tulap
 
 __all__ = [
     "OddsRatioTestResult",

@@ -25,20 +25,17 @@ from .subspace import (
     null_sensitivity,
     projected_laplace_row_marginal_logp,
 )
-from .canonical import (
+from .tradeoff import TradeoffFunction, eps_delta_tradeoff, gaussian_tradeoff
+from .tulap import Tulap, tulap_q
+from .canonical_noise import (
     CanonicalNoise,
     CanonicalNoiseMechanism,
     GaussianCanonicalMechanism,
     GaussianCanonicalNoise,
-    SemiPrivateTwoByTwo,
-    TradeoffFunction,
-    Tulap,
     TulapMechanism,
     canonical_noise,
-    eps_delta_tradeoff,
-    gaussian_tradeoff,
-    tulap_q,
 )
+from .two_by_two import SemiPrivateTwoByTwo
 
 __all__ = ["Mechanism", "AdditiveMechanism", "Guarantee"]
 __all__ += ["TopDownBaseline", "NonTransparentMechanismError"]
