@@ -34,14 +34,33 @@ def _check_release_and_unbiased(mech, x, N, rng):
     return e
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("norm", ["l1", "l2"])
-def test_delinquent_children_releases(norm):
+def test_delinquent_children_l1_release_is_exact():
+    # l1 on a two-way table: free-cell rejection (exact), so no coupling is run and delta = 0
     x, inv = _delinquent()
-    mech = GeneralizedLaplace(inv, 1.0, norm, n_coupling_replicates=100)
+    mech = GeneralizedLaplace(inv, 1.0, "l1")
+    assert mech.exact and mech.exact_sampler.method == "free-cell-rejection"
+    _check_release_and_unbiased(mech, x, 2000, np.random.default_rng(1))
+    assert mech.certificate is None
+    g = mech.guarantee
+    assert g["delta"] == 0.0 and g["exact"] is True
+    assert g.definition == "(eps, 0)-induced integer subspace DP"
+
+
+@pytest.mark.slow
+def test_delinquent_children_l2_release_is_mcmc_with_delta():
+    x, inv = _delinquent()
+    mech = GeneralizedLaplace(inv, 1.0, "l2", n_coupling_replicates=100)
+    assert not mech.exact
     _check_release_and_unbiased(mech, x, 2000, np.random.default_rng(1))
     cert = mech.certificate
     assert isinstance(cert, BurnInCertificate)
+    g = mech.guarantee
+    # MCMC: delta = (1 + e^eps) eta > 0, eta = (2 eta0)^k with eta0 >= 1/R, boosted until
+    # delta <= target_delta (1e-6); the burn-in is k times the certified sweeps
+    assert g["exact"] is False and 0 < g["delta"] <= 1e-6
+    assert g.definition == "(eps, delta)-induced integer subspace DP"
+    k = mech.burn_in() // max(1, cert.burn_in)
+    assert k >= 2 and g["delta"] == pytest.approx((1 + np.exp(1.0)) * (2 * max(cert.tv_bound(cert.burn_in), 0.01)) ** k)
     # TV bound curve: non-increasing and <= the threshold from the certified burn-in on
     t = np.arange(0, cert.burn_in + 10)
     curve = cert.tv_bound(t)
@@ -97,9 +116,24 @@ def test_guarantee_and_explicit_burn_in():
     x, inv = _delinquent()
     m = GeneralizedLaplace(inv, 0.5, "l2", sensitivity=2, burn_in=7)
     g = m.guarantee
-    assert g.definition == "(eps, 0)-induced integer subspace DP"
+    # an explicit burn-in has no TV estimate: only the trivial bound eta <= 1, so delta = 1
+    assert g.definition == "(eps, delta)-induced integer subspace DP"
+    assert g["delta"] == 1.0 and g["exact"] is False
     assert g["epsilon"] == 0.5 and g["norm"] == "l2" and g["sensitivity"] == 2
     assert m.burn_in() == 7 and m.certificate is None  # explicit burn-in: no coupling run
+
+
+def test_sampler_choice():
+    x, inv = _delinquent()
+    with pytest.raises(ValueError, match="no exact sampler"):
+        GeneralizedLaplace(inv, 0.5, "l2", sampler="exact")
+    with pytest.raises(ValueError, match="sampler"):
+        GeneralizedLaplace(inv, 0.5, sampler="gibbs")
+    m = GeneralizedLaplace(inv, 0.5, sampler="mcmc", burn_in=3)
+    assert not m.exact and m.guarantee["delta"] > 0
+    groups = invariants.groups(["a", "a", "b", "c", "c", "c"])
+    for mech in (GeneralizedLaplace(groups, 0.3), GeneralizedGaussian(groups, 2.0)):
+        assert mech.exact and mech.guarantee["delta"] == 0.0
 
 
 def test_input_errors():
@@ -131,12 +165,16 @@ def test_census_state_counties_certified_l1():
     rng = np.random.default_rng(11)
     x = rng.integers(100, 200_000, size=100)
     inv = invariants.total(100)
-    mech = GeneralizedLaplace(inv, 0.192, "l1", n_coupling_replicates=8, lag=4000, tv_threshold=0.1)
-    y = mech.release(np.tile(x, (1000, 1)), rng=rng)
+    mech = GeneralizedLaplace(inv, 0.192, "l1", sampler="mcmc", n_coupling_replicates=8, lag=4000,
+                              tv_threshold=0.1, target_delta=0.6)
+    y = mech.release(np.tile(x, (200, 1)), rng=rng)
     cert = mech.certificate
     assert cert.lag == 4000 and cert.n_replicates == 8
+    # eta0 >= 1/8 (8 replicates), so (1 + e^0.192)(2 eta0) <= 0.6 needs k = 1 repeat
+    assert not mech.exact and 0 < mech.guarantee["delta"] <= 0.6
+    assert mech.burn_in() == cert.burn_in
     assert cert.burn_in > 0 and cert.tv_bound(cert.burn_in) <= 0.1
     np.testing.assert_array_equal(y.sum(axis=1), x.sum())
     e = y - x
-    se = e.std(axis=0) / np.sqrt(1000)
+    se = e.std(axis=0) / np.sqrt(200)
     assert np.all(np.abs(e.mean(axis=0)) <= 5 * se)
