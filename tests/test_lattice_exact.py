@@ -57,7 +57,7 @@ CODES = np.repeat(np.arange(5), np.arange(1, 6))
 
 
 # ---------------------------------------------------------------------------------------------
-# helpers
+# enumeration of fibres and pooled chi-square
 # ---------------------------------------------------------------------------------------------
 def log_weight(law):
     """Unnormalized log cell weight log w(k), w(0) = 1, of a law object."""
