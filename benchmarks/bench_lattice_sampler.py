@@ -19,18 +19,17 @@ import time
 import numpy as np
 
 from privinfer import invariants
-from privinfer.mechanisms.integer_subspace import default_moves
-from privinfer.samplers.coupling import certify_burn_in
-from privinfer.samplers.lattice_kernels import (
+from privinfer.lattice import (
     L1Target,
-    LatticeMoves,
-    free_cell_basis,
     L2Target,
-    _resolve_scales,
-    _sweep_inplace,
+    LatticeMoves,
+    certify_burn_in,
     double_geometric_jumps,
+    free_cell_basis,
     init_state,
+    moves_for,
 )
+from privinfer.lattice.kernels import resolve_jump_scales, sweep_inplace
 
 
 def baseline_sweeps(rng, B, target, scales, n_sweeps):
@@ -51,7 +50,7 @@ def baseline_sweeps(rng, B, target, scales, n_sweeps):
 def local_sweeps(rng, moves, target, scales, n_sweeps, m):
     st = init_state(np.zeros(moves.n, dtype=np.int64), moves, target, m)
     for _ in range(n_sweeps):
-        st, _ = _sweep_inplace(rng, st, moves, target, scales, "systematic")
+        st, _ = sweep_inplace(rng, st, moves, target, scales, "systematic")
     return n_sweeps * moves.steps_per_sweep * m
 
 
@@ -73,9 +72,9 @@ def main(quick=False):
         if inv.n <= 200:
             B = free_cell_basis(B)[0]
         fixed = LatticeMoves.from_matrix(B)
-        sc = _resolve_scales(None, fixed, tgt)
-        moves = default_moves(inv)
-        sc_default = _resolve_scales(None, moves, tgt)
+        sc = resolve_jump_scales(None, fixed, tgt)
+        moves = moves_for(inv)
+        sc_default = resolve_jump_scales(None, moves, tgt)
         ns = 2 if quick else 10
         base = rate(baseline_sweeps, rng, B, tgt, sc, max(1, ns // (1 + inv.n // 200)))
         one = rate(local_sweeps, rng, fixed, tgt, sc, ns, 1)
@@ -90,10 +89,10 @@ def main(quick=False):
                ("delinquent l2", invariants.margins((4, 4), [(0,), (1,)]), L2Target(1.0), 100),
                ("100 counties l1 eps=0.192", invariants.total(100), L1Target(0.192), 8 if quick else 32)]
     for name, inv, tgt, R in x_cases:
-        moves = default_moves(inv)
+        moves = moves_for(inv)
         t = time.perf_counter()
         cert = certify_burn_in(rng, moves, tgt, threshold=0.01, n_replicates=R,
-                               jump_scale=_resolve_scales(None, moves, tgt),
+                               jump_scale=resolve_jump_scales(None, moves, tgt),
                                order="random" if moves.__class__.__name__ == "PairMoves" else "systematic")
         dt = time.perf_counter() - t
         print(f"{name:26s} burn-in {cert.burn_in:6d} sweeps (lag {cert.lag}, {R} replicates, "

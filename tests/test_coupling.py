@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from privinfer import invariants
-from privinfer.samplers.coupling import (
+from privinfer.lattice.coupling import (
     certify_burn_in,
     coupled_sweep,
     iterations_to_threshold,
@@ -14,7 +14,7 @@ from privinfer.samplers.coupling import (
     sample_meeting_times,
     tv_upper_bound,
 )
-from privinfer.samplers.lattice_kernels import (
+from privinfer.lattice import (
     L1Target,
     LatticeMoves,
     gibbs_sweep,

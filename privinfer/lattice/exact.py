@@ -247,8 +247,9 @@ def _exact_mode(k: int, b: Fraction) -> int:
             ad = (-(Decimal(b.denominator) / Decimal(b.numerator))).exp()
             return ad < Decimal(t + 1) / Decimal(t + k)
 
+    # the mode is the smallest t with below(t); start at the float guess and step to it
     t = max(0, int(math.floor((k - 1) * a / (1.0 - a))))
-    while t > 0 and not below(t - 1):
+    while t > 0 and below(t - 1):
         t -= 1
     while not below(t):
         t += 1
