@@ -3,7 +3,7 @@
 See :mod:`privinfer.mechanisms.base` for the protocol.
 """
 
-from .base import AdditiveMechanism, Guarantee, Mechanism
+from .base import AdditiveMechanism, Augmentation, Guarantee, Mechanism, SeparableLogp
 from .topdown import NonTransparentMechanismError, TopDownBaseline
 from .classic import Gaussian, Laplace
 from .discrete import DiscreteGaussian, DoubleGeometric
@@ -25,6 +25,16 @@ from .subspace import (
     null_sensitivity,
     projected_laplace_row_marginal_logp,
 )
+from .registry import (
+    REGISTRY,
+    CliMechanism,
+    MechanismOptionError,
+    MechanismSpecError,
+    build,
+    cli_info,
+    cli_names,
+    from_spec,
+)
 from .canonical import (
     CanonicalNoise,
     CanonicalNoiseMechanism,
@@ -40,7 +50,9 @@ from .canonical import (
     tulap_q,
 )
 
-__all__ = ["Mechanism", "AdditiveMechanism", "Guarantee"]
+__all__ = ["Mechanism", "AdditiveMechanism", "Guarantee", "Augmentation", "SeparableLogp"]
+__all__ += ["REGISTRY", "from_spec", "build", "cli_names", "cli_info", "CliMechanism",
+            "MechanismOptionError", "MechanismSpecError"]
 __all__ += ["TopDownBaseline", "NonTransparentMechanismError"]
 __all__ += ["Gaussian", "Laplace"]
 __all__ += ["DoubleGeometric", "DiscreteGaussian", "GeneralizedLaplace", "GeneralizedGaussian"]

@@ -308,14 +308,6 @@ def sample_discrete_gaussian(sigma, size=(), rng=None, *, sigma2=None) -> np.nda
 
 
 # ---------------------------------------------------------------------------------------------
-def _integer_mask(e, xp):
-    if xp is np:
-        return np.all(e == np.round(e), axis=-1)
-    if str(e.dtype).startswith(("int", "uint")):
-        return xp.all(xp.eq(e, e), axis=-1)  # integer tensors are integral (round needs floats)
-    return xp.all(xp.eq(e, xp.round(e)), axis=-1)
-
-
 def double_geometric_logpmf(k, scale):
     r""":math:`\log p(k) = \log\tanh(1/(2b)) - |k|/b` elementwise (NumPy or PyTensor);
     ``-inf`` for non-integer ``k`` (NumPy only; the mechanisms check integrality themselves)."""
@@ -367,7 +359,7 @@ class _IntegerAdditive(AdditiveMechanism):
 
     def _masked_sum(self, e, elementwise, xp):
         s = xp.sum(elementwise, axis=-1)
-        ok = _integer_mask(e, xp)
+        ok = self.noise_in_support(e)
         if xp is np:
             return np.where(ok, s, -np.inf) if np.ndim(s) else (float(s) if ok else -np.inf)
         return xp.switch(ok, s, -np.inf)
