@@ -45,7 +45,6 @@ modeller's job, e.g. a latent constrained to ``{C x = t}``).
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
