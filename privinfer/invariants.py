@@ -597,6 +597,49 @@ class Invariant:
                 "project_null/project_row, which never form it"
             )
 
+    # -- serialization --------------------------------------------------------------------
+    def spec(self) -> dict:
+        """A JSON-serializable description that :func:`from_spec` turns back into this invariant.
+
+        By kind: ``{"kind": "total", "n": n}``; ``{"kind": "groups", "labels": [...]}`` (the
+        label of every cell; str or int labels); ``{"kind": "margins", "shape": [...],
+        "keep": [[...], ...]}``; ``{"kind": "counting", "n": n, "subsets": [[...], ...]}``;
+        general and stacked matrices as COO triplets ``{"kind": ..., "C": {"shape": [m, n],
+        "row": [...], "col": [...], "data": [...], "sparse": bool}}``.  ``"t"`` (a list) is
+        included when the invariant values are set.
+        """
+        import numbers
+
+        kind = self.kind
+        if kind is InvariantKind.TOTAL:
+            out = {"kind": kind.value, "n": int(self.n)}
+        elif kind is InvariantKind.GROUPS:
+            part = self.partition
+            labels = []
+            for lab in part.labels:
+                if isinstance(lab, (bool, np.bool_)) or not isinstance(lab, (str, numbers.Integral)):
+                    raise TypeError(f"group labels of type {type(lab).__name__} cannot be serialized "
+                                    "(use str or int labels)")
+                labels.append(str(lab) if isinstance(lab, str) else int(lab))
+            out = {"kind": kind.value, "labels": [labels[c] for c in part.codes.tolist()]}
+        elif kind is InvariantKind.MARGINS:
+            out = {"kind": kind.value, "shape": [int(v) for v in self.table_shape],
+                   "keep": [[int(a) for a in K] for K in self.kept_margins]}
+        elif kind is InvariantKind.COUNTING:
+            Cs = sp.csr_matrix(self._C)
+            Cs.sort_indices()
+            out = {"kind": kind.value, "n": int(self.n),
+                   "subsets": [Cs.indices[Cs.indptr[r]:Cs.indptr[r + 1]].tolist() for r in range(self.m)]}
+        else:
+            coo = sp.coo_matrix(self._C)
+            out = {"kind": kind.value,
+                   "C": {"shape": [int(v) for v in self._C.shape], "row": coo.row.tolist(),
+                         "col": coo.col.tolist(), "data": coo.data.astype(float).tolist(),
+                         "sparse": bool(sp.issparse(self._C))}}
+        if self.t is not None:
+            out["t"] = np.asarray(self.t, dtype=float).tolist()
+        return out
+
 
 def _rank_within_groups(codes: np.ndarray, n_groups: int) -> np.ndarray:
     """Position of each cell within its group (0, 1, ... in index order)."""
@@ -961,3 +1004,45 @@ def _check_n(n) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     return int(n)
+
+
+# ---------------------------------------------------------------------------------------
+# serialization
+# ---------------------------------------------------------------------------------------
+def from_spec(spec) -> Invariant:
+    """The invariant described by ``spec`` (a dict from :meth:`Invariant.spec`, e.g. read from JSON).
+
+    The rebuilt invariant has the same kind, constraint matrix (rows in the same order) and
+    values ``t``.  A malformed spec raises ``ValueError`` naming what is wrong.
+    """
+    from collections.abc import Mapping
+
+    if not isinstance(spec, Mapping) or "kind" not in spec:
+        raise ValueError("an invariant spec is a mapping with a 'kind' entry")
+    try:
+        kind = InvariantKind(spec["kind"])
+    except ValueError:
+        raise ValueError(f"unknown invariant kind {spec['kind']!r} "
+                         f"(one of {', '.join(k.value for k in InvariantKind)})") from None
+    t = spec.get("t")
+    try:
+        if kind is InvariantKind.TOTAL:
+            return total(spec["n"], t=t)
+        if kind is InvariantKind.GROUPS:
+            return groups(np.asarray(spec["labels"]), t=t)
+        if kind is InvariantKind.MARGINS:
+            return margins(tuple(spec["shape"]), [tuple(K) for K in spec["keep"]], t=t)
+        if kind is InvariantKind.COUNTING:
+            return counting(spec["subsets"], spec["n"], t=t)
+        Cd = spec["C"]
+        C = sp.csr_matrix((np.asarray(Cd["data"], dtype=float),
+                           (np.asarray(Cd["row"], dtype=np.int64), np.asarray(Cd["col"], dtype=np.int64))),
+                          shape=tuple(Cd["shape"]))
+    except KeyError as exc:
+        raise ValueError(f"invariant spec of kind {kind.value!r} lacks the entry {exc.args[0]!r}") from None
+    if not Cd.get("sparse", True):
+        C = C.toarray()
+    return Invariant(C, t, _structure=kind.value)
+
+
+__all__ += ["from_spec"]

@@ -72,6 +72,7 @@ __all__ = [
     "as_rational",
     "bernoulli_exp_neg",
     "sample_geometric",
+    "size_tuple",
     "sample_discrete_laplace",
     "sample_double_geometric",
     "sample_discrete_gaussian",
@@ -104,7 +105,8 @@ def as_rational(value, name: str) -> Fraction:
     return r
 
 
-def _size_tuple(size) -> tuple:
+def size_tuple(size) -> tuple:
+    """``size`` (None, an int or a sequence) as a tuple of ints."""
     if size is None:
         return ()
     if isinstance(size, numbers.Integral):
@@ -256,7 +258,7 @@ def sample_geometric(scale, size=(), rng=None) -> np.ndarray:
     rng = as_generator(rng)
     b = as_rational(scale, "scale")
     t, s = b.numerator, b.denominator
-    shape = _size_tuple(size)
+    shape = size_tuple(size)
     m = int(np.prod(shape)) if shape else 1
     if _int64_safe(t, s):
         flat = _geometric_flat(t, s, m, rng)
@@ -297,7 +299,7 @@ def sample_discrete_laplace(scale, size=(), rng=None) -> np.ndarray:
     rng = as_generator(rng)
     b = as_rational(scale, "scale")
     t, s = b.numerator, b.denominator
-    shape = _size_tuple(size)
+    shape = size_tuple(size)
     m = int(np.prod(shape)) if shape else 1
     if _int64_safe(t, s):
         flat = _discrete_laplace_flat(t, s, m, rng)
@@ -320,7 +322,7 @@ def sample_discrete_gaussian(sigma, size=(), rng=None, *, sigma2=None) -> np.nda
     s2 = as_rational(sigma2, "sigma2") if sigma2 is not None else as_rational(sigma, "sigma") ** 2
     p, q = s2.numerator, s2.denominator
     t = math.isqrt(p // q) + 1  # floor(sigma) + 1
-    shape = _size_tuple(size)
+    shape = size_tuple(size)
     m = int(np.prod(shape)) if shape else 1
     out = np.empty(m, dtype=np.int64)
     pending = np.arange(m)

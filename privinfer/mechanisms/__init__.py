@@ -3,7 +3,7 @@
 See :mod:`privinfer.mechanisms.base` for the protocol.
 """
 
-from .base import AdditiveMechanism, Guarantee, Mechanism
+from .base import AdditiveMechanism, Augmentation, Guarantee, Mechanism
 from .topdown import NonTransparentMechanismError, TopDownBaseline
 from .classic import Gaussian, Laplace
 from .discrete import DiscreteGaussian, DoubleGeometric
@@ -25,6 +25,16 @@ from .subspace import (
     null_sensitivity,
     projected_laplace_row_marginal_logp,
 )
+from .registry import (
+    REGISTRY,
+    CliMechanism,
+    MechanismOptionError,
+    MechanismSpecError,
+    build,
+    cli_info,
+    cli_names,
+    from_spec,
+)
 from .tradeoff import TradeoffFunction, eps_delta_tradeoff, gaussian_tradeoff
 from .tulap import Tulap, tulap_q
 from .canonical_noise import (
@@ -37,7 +47,9 @@ from .canonical_noise import (
 )
 from .two_by_two import SemiPrivateTwoByTwo
 
-__all__ = ["Mechanism", "AdditiveMechanism", "Guarantee"]
+__all__ = ["Mechanism", "AdditiveMechanism", "Guarantee", "Augmentation"]
+__all__ += ["REGISTRY", "from_spec", "build", "cli_names", "cli_info", "CliMechanism",
+            "MechanismOptionError", "MechanismSpecError"]
 __all__ += ["TopDownBaseline", "NonTransparentMechanismError"]
 __all__ += ["Gaussian", "Laplace"]
 __all__ += ["DoubleGeometric", "DiscreteGaussian", "GeneralizedLaplace", "GeneralizedGaussian"]

@@ -21,21 +21,87 @@ Every mechanism object offers
 
 Additive mechanisms (``y = x + e`` with ``e`` drawn independently of ``x``) derive from
 :class:`AdditiveMechanism` and implement ``sample_noise`` and ``noise_logp`` only.
+
+The declared protocol
+---------------------
+Callers ask a mechanism what it is instead of probing it; every attribute below has a
+default on :class:`Mechanism`:
+
+``n`` / ``m``
+    input length (``x``) and output length (``y``; ``m = n`` unless the mechanism says
+    otherwise, e.g. :class:`~privinfer.mechanisms.linear_gaussian.LinearGaussian`).
+``integer``
+    outputs (and inputs) are integer vectors.
+``transparent``
+    ``logp`` is the exact likelihood of the released law (``False`` only for comparison
+    baselines whose law has no tractable likelihood).
+``invariant``
+    the :class:`~privinfer.invariants.Invariant` kept exactly, or ``None``.
+``logp_constant_dropped``
+    the additive constant ``logp`` omits (``""`` if exact).
+``in_support(y, x)`` / ``noise_in_support(e)``
+    the one support check: ``y - x`` integer (integer mechanisms), ``C (y - x) = 0``
+    (mechanisms with an invariant; exact for integer mechanisms, relative tolerance
+    :data:`SUPPORT_RTOL` times :func:`support_scale` for real-valued noise), and the
+    mechanism's extra noise-support condition (:meth:`Mechanism.extra_noise_support`).
+``augmentation``
+    ``None`` if ``logp`` is available in closed form for a PyMC model; otherwise an
+    :class:`Augmentation`: the joint density of the release and an auxiliary latent
+    ``r`` whose integral over ``r`` is ``p(y | x)``.
+``spec()`` and :func:`privinfer.mechanisms.from_spec`
+    a JSON-serializable description that rebuilds an equivalent mechanism (same ``logp``).
+
+Spec format
+-----------
+``spec()`` records the arguments the mechanism was constructed with (captured in
+:meth:`Mechanism.__new__`, before ``__init__`` runs) and returns::
+
+    {"mechanism": "<registry name>",
+     "parameters": {"<constructor argument>": <value>, ...},
+     "invariant": <Invariant.spec() of the kept invariant, or null>}
+
+The invariant travels inside the spec: the constructor argument that *is* the kept
+invariant is written as ``{"$ref": "invariant"}`` and restored from the top-level
+``"invariant"`` entry (with its values ``t`` when set); any other invariant argument is
+written inline as ``{"$invariant": ...}``.  Other values: numbers, strings, booleans and
+``None`` as themselves; lists and tuples as lists; NumPy arrays as
+``{"$array": nested list, "dtype": ...}``; SciPy sparse matrices as COO triplets
+``{"$sparse": {"shape", "row", "col", "data"}}``; exact rationals as
+``{"$fraction": [numerator, denominator]}``; the noise laws of the canonical-noise
+mechanisms by their parameters.  Anything else (a custom ``moves=`` object, a callable)
+raises a ``TypeError`` naming the argument.  Only the constructor arguments are stored:
+the spec of a mechanism never holds confidential data nor random state.
 """
 
 from __future__ import annotations
 
 import abc
+import inspect
+import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_integer_array, check_vector_length
+from ..invariants import Invariant
 
-__all__ = ["Guarantee", "Mechanism", "AdditiveMechanism", "support_scale"]
+__all__ = [
+    "Guarantee",
+    "Mechanism",
+    "AdditiveMechanism",
+    "Augmentation",
+    "support_scale",
+    "integer_mask",
+    "check_invariant",
+    "SUPPORT_RTOL",
+]
+
+#: Relative tolerance of the support check ``C (y - x) = 0`` for real-valued noise: the
+#: off-subspace residual must be at most ``SUPPORT_RTOL * support_scale(y, x, e)``.
+SUPPORT_RTOL = 1e-8
 
 
 def support_scale(y, x, e) -> np.ndarray:
@@ -47,6 +113,30 @@ def support_scale(y, x, e) -> np.ndarray:
     """
     return np.maximum(1.0, np.maximum(np.max(np.abs(np.broadcast_to(y, e.shape)), axis=-1),
                                       np.max(np.abs(np.broadcast_to(x, e.shape)), axis=-1)))
+
+
+def integer_mask(e, xp=None):
+    """True for each vector of the stack ``e`` whose entries are all integers (NumPy or PyTensor).
+
+    PyTensor integer tensors are integral by type (``round`` needs floats).
+    """
+    xp = xp or namespace(e)
+    if xp is np:
+        e = np.asarray(e)
+        return np.all(e == np.round(e), axis=-1)
+    if str(e.dtype).startswith(("int", "uint")):
+        return xp.all(xp.eq(e, e), axis=-1)
+    return xp.all(xp.eq(e, xp.round(e)), axis=-1)
+
+
+def check_invariant(invariant):
+    """The invariant of a subspace mechanism: an :class:`~privinfer.invariants.Invariant` that
+    leaves room for noise (``rank C < n``); raises ``TypeError`` / ``ValueError`` otherwise."""
+    if not isinstance(invariant, Invariant):
+        raise TypeError(f"invariant must be a privinfer.invariants.Invariant, not {type(invariant).__name__}")
+    if invariant.null_dim == 0:
+        raise ValueError("the invariant has full rank: C x = t determines x and no privacy is possible")
+    return invariant
 
 
 @dataclass(frozen=True)
@@ -84,6 +174,35 @@ class Guarantee:
         return s
 
 
+@dataclass(frozen=True)
+class Augmentation:
+    r"""A likelihood by data augmentation, for mechanisms without a closed-form density.
+
+    ``logp(y, x, r)`` is the joint log density of the release ``y`` and an auxiliary latent
+    ``r`` (last axis of length ``dim``) such that
+
+    .. math:: p(y \mid x) = \int_{\mathbb{R}^{\mathrm{dim}}} \exp(\mathrm{logp}(y, x, r))\,dr .
+
+    A PyMC model adds ``r`` as a latent with a flat prior and ``logp(y, x, r)`` as a
+    potential; the marginal posterior of ``x`` is then the exact one.  ``logp`` accepts NumPy
+    arrays and PyTensor tensors.  Example: the projected Laplace mechanism (Subspace DP full
+    paper, Cor. 17), with ``r`` the row-space coordinates of the Laplace draw.
+    """
+
+    dim: int
+    logp: Callable[..., Any]
+    description: str = ""
+
+
+def _kebab(name: str) -> str:
+    """Registry name from a class name: ``SemiDPGaussian -> semi-dp-gaussian``,
+    ``KNorm -> k-norm``, ``TulapMechanism -> tulap``."""
+    if name.endswith("Mechanism") and name != "Mechanism":
+        name = name[: -len("Mechanism")]
+    words = re.findall(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+", name)
+    return "-".join(w.lower() for w in words)
+
+
 class Mechanism(abc.ABC):
     """Abstract base of all mechanisms (see module docstring for the protocol)."""
 
@@ -91,8 +210,41 @@ class Mechanism(abc.ABC):
     invariant = None
     #: Whether outputs are integer vectors.
     integer: bool = False
+    #: Whether ``logp`` is the exact likelihood of the released law.
+    transparent: bool = True
     #: Human-readable description of the additive constant dropped by ``logp`` ("" if exact).
     logp_constant_dropped: str = ""
+    #: Name in the mechanism registry (:func:`privinfer.mechanisms.from_spec`); each class
+    #: gets the kebab-case form of its name unless it declares one.
+    spec_name: str = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "spec_name" not in cls.__dict__:
+            cls.spec_name = _kebab(cls.__name__)
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        # Record the constructor arguments for spec() (see module docstring).  Copies made
+        # without arguments (copy, pickle) keep the recorded arguments of their __dict__.
+        if args or kwargs:
+            try:
+                bound = inspect.signature(cls.__init__).bind(self, *args, **kwargs)
+            except TypeError:
+                return self  # __init__ raises the informative error
+            arguments = dict(bound.arguments)
+            arguments.pop(next(iter(arguments)))  # self
+            # arrays are copied so that later changes by the caller do not alter the spec
+            arguments = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in arguments.items()}
+            self._spec_arguments = (cls, arguments)
+        else:
+            self._spec_arguments = (cls, {})
+        return self
+
+    @property
+    def m(self) -> int:
+        """Length of the released vector (``n`` unless the mechanism changes the length)."""
+        return self.n
 
     @property
     @abc.abstractmethod
@@ -117,6 +269,135 @@ class Mechanism(abc.ABC):
         :math:`e = y - x` (up to a constant, on the support), so lattice samplers can score a
         move from the cells it touches; ``None`` when the likelihood has no such form."""
         return None
+
+    # -- augmentation ---------------------------------------------------------------------
+    @property
+    def augmentation(self) -> Augmentation | None:
+        """``None`` (closed-form ``logp``) or the :class:`Augmentation` to use in a model."""
+        return None
+
+    @property
+    def requires_augmentation(self) -> bool:
+        """Read-only alias: ``augmentation is not None``."""
+        return self.augmentation is not None
+
+    @property
+    def augmentation_dim(self) -> int:
+        """Read-only alias: ``augmentation.dim`` (0 without augmentation)."""
+        aug = self.augmentation
+        return 0 if aug is None else aug.dim
+
+    # -- support --------------------------------------------------------------------------
+    def in_support(self, y, x):
+        """Whether ``y`` is a possible release of ``x``: one bool per vector of the stack.
+
+        Shapes: the last axis of ``y`` is ``m``, that of ``x`` is ``n`` (a mismatch raises
+        ``ValueError``).  Then :meth:`noise_in_support` of ``e = y - x``, with the tolerance of
+        real-valued invariants relative to :func:`support_scale` ``(y, x, e)``.  Non-finite
+        values are never in the support.  NumPy arrays give a bool or bool array, PyTensor
+        tensors a symbolic bool.
+        """
+        xp = namespace(y, x)
+        if xp is np:
+            y = np.asarray(y, dtype=float)
+            x = np.asarray(x, dtype=float)
+            if y.ndim == 0 or y.shape[-1] != self.m:
+                raise ValueError(f"y must have shape (..., {self.m}), got {y.shape}")
+            if x.ndim == 0 or x.shape[-1] != self.n:
+                raise ValueError(f"x must have shape (..., {self.n}), got {x.shape}")
+            batch = np.broadcast_shapes(y.shape[:-1], x.shape[:-1])
+            if not self._has_noise_support_conditions():
+                ok = np.all(np.isfinite(y), axis=-1) & np.all(np.isfinite(x), axis=-1)
+                ok = np.broadcast_to(ok, batch)
+                return bool(ok) if ok.ndim == 0 else ok.copy()
+            if self.m != self.n:
+                raise NotImplementedError(f"{type(self).__name__}: support conditions on y - x need m == n")
+            e = y - x
+            fin = np.isfinite(e)
+            scale = support_scale(np.where(fin, y, 0.0), np.where(fin, x, 0.0), np.where(fin, e, 0.0))
+            return self.noise_in_support(e, scale)
+        if not self._has_noise_support_conditions():
+            return xp.all(xp.eq(y, y), axis=-1)
+        e = y - x
+        scale = xp.maximum(1.0, xp.maximum(xp.max(xp.abs(y + xp.zeros_like(e)), axis=-1),
+                                           xp.max(xp.abs(x + xp.zeros_like(e)), axis=-1)))
+        return self.noise_in_support(e, scale)
+
+    def noise_in_support(self, e, scale=None):
+        """Whether the noise ``e = y - x`` (a vector or a stack) lies in the noise support.
+
+        The conditions (all that apply): every entry finite; integer entries if
+        :attr:`integer`; ``C e = 0`` if the mechanism keeps an :attr:`invariant` -- exactly for
+        integer mechanisms (integer C; float arithmetic is exact below 2^53), and for
+        real-valued noise ``max_i |(P_R e)_i| <= SUPPORT_RTOL * scale`` with ``P_R`` the
+        projection onto the row space of C and ``scale`` (one per vector) defaulting to
+        ``max(1, |e|_inf)``; and :meth:`extra_noise_support`.
+        """
+        xp = namespace(e)
+        if xp is np:
+            e = np.asarray(e, dtype=float)
+            fin = np.all(np.isfinite(e), axis=-1)
+            e = np.where(np.isfinite(e), e, 0.0)
+            if scale is None:
+                scale = np.maximum(1.0, np.max(np.abs(e), axis=-1))
+            ok = fin
+        else:
+            if scale is None:
+                scale = xp.maximum(1.0, xp.max(xp.abs(e), axis=-1))
+            ok = xp.all(xp.eq(e, e), axis=-1)
+        if self.integer:
+            ok = ok & integer_mask(e, xp) if xp is np else xp.and_(ok, integer_mask(e, xp))
+        inv = self.invariant
+        if inv is not None:
+            ok = ok & self._invariant_mask(inv, e, scale, xp) if xp is np else xp.and_(
+                ok, self._invariant_mask(inv, e, scale, xp))
+        extra = self.extra_noise_support(e, scale, xp)
+        if extra is not None:
+            ok = ok & extra if xp is np else xp.and_(ok, extra)
+        if xp is np:
+            return bool(ok) if np.ndim(ok) == 0 else ok
+        return ok
+
+    def extra_noise_support(self, e, scale, xp):
+        """Hook: a mechanism-specific noise-support condition beyond integrality and the
+        invariant (e.g. noise confined to the range of a query), as a bool per vector, or
+        ``None`` for no further condition (the default)."""
+        return None
+
+    def _has_noise_support_conditions(self) -> bool:
+        return (self.integer or self.invariant is not None
+                or type(self).extra_noise_support is not Mechanism.extra_noise_support)
+
+    def _invariant_mask(self, inv, e, scale, xp):
+        """``C e = 0``: exact for integer mechanisms, relative tolerance for real noise."""
+        if self.integer:
+            if xp is np:
+                return np.all(inv.of(e) == 0, axis=-1)
+            Cd = inv.integer_matrix().astype(float)
+            Ce = xp.dot(xp.cast(e, "float64"), xp.as_tensor_variable(Cd.T))
+            return xp.all(xp.eq(Ce, 0), axis=-1)
+        if xp is np:
+            r = inv.project_row(e)
+            return np.max(np.abs(r), axis=-1) <= SUPPORT_RTOL * scale
+        R = inv.row_basis()
+        r = xp.dot(xp.dot(e, R), R.T)
+        return xp.le(xp.max(xp.abs(r), axis=-1), SUPPORT_RTOL * scale)
+
+    def where_in_support(self, ok, val):
+        """``val`` where ``ok``, ``-inf`` elsewhere (NumPy: a float for a single vector)."""
+        xp = namespace(ok, val)
+        if xp is np:
+            out = np.where(ok, val, -np.inf)
+            return float(out) if np.ndim(out) == 0 else out
+        return xp.switch(ok, val, -np.inf)
+
+    # -- spec -----------------------------------------------------------------------------
+    def spec(self) -> dict:
+        """JSON-serializable description that :func:`privinfer.mechanisms.from_spec` turns back
+        into an equivalent mechanism (format in the module docstring)."""
+        from .registry import mechanism_spec
+
+        return mechanism_spec(self)
 
     # -- helpers shared by subclasses ---------------------------------------------------
     def _check_x(self, x, name: str = "x") -> np.ndarray:

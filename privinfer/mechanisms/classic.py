@@ -26,7 +26,7 @@ from .._rng import as_generator
 from .._validation import check_epsilon, check_positive
 from .base import AdditiveMechanism, Guarantee
 
-__all__ = ["Gaussian", "Laplace", "gaussian_noise_logp", "laplace_noise_logp"]
+__all__ = ["Gaussian", "Laplace", "gaussian_noise_logp", "laplace_noise_logp", "calibrated_sigma", "calibrated_scale"]
 
 
 def _check_n(n) -> int:
@@ -49,8 +49,13 @@ def laplace_noise_logp(z, scale: float, xp=None):
     return -xp.sum(xp.abs(z), axis=-1) / scale - d * np.log(2.0 * scale)
 
 
-def _calibrated_sigma(epsilon, delta, sensitivity, sigma, what):
-    """Either (epsilon, delta, sensitivity) or sigma; returns (sigma, params dict)."""
+def calibrated_sigma(epsilon, delta, sensitivity, sigma, what):
+    r"""Gaussian noise sd from either (epsilon, delta, sensitivity) or ``sigma`` directly.
+
+    :math:`\sigma = c_{\epsilon,\delta}\Delta_2` (Subspace DP full paper, Lemma 13).  Returns
+    ``(sigma, params)`` with ``params`` the calibration inputs, or ``None`` when ``sigma`` was
+    given.  ``what`` names the mechanism in the error messages.
+    """
     if sigma is not None:
         if any(v is not None for v in (epsilon, delta, sensitivity)):
             raise ValueError(f"{what}: give either sigma or (epsilon, delta, sensitivity), not both")
@@ -61,7 +66,12 @@ def _calibrated_sigma(epsilon, delta, sensitivity, sigma, what):
     return s, {"epsilon": float(epsilon), "delta": float(delta), "sensitivity": float(sensitivity)}
 
 
-def _calibrated_scale(epsilon, sensitivity, scale, what):
+def calibrated_scale(epsilon, sensitivity, scale, what):
+    r"""Laplace scale from either (epsilon, sensitivity) or ``scale`` directly.
+
+    :math:`b = \Delta_1/\epsilon` (Subspace DP full paper, Lemma 16).  Returns ``(scale,
+    params)`` with ``params`` ``None`` when ``scale`` was given.
+    """
     if scale is not None:
         if epsilon is not None or sensitivity is not None:
             raise ValueError(f"{what}: give either scale or (epsilon, sensitivity), not both")
@@ -90,7 +100,7 @@ class Gaussian(AdditiveMechanism):
 
     def __init__(self, n, epsilon=None, delta=None, sensitivity=None, *, sigma=None):
         self._n = _check_n(n)
-        self.sigma, self._params = _calibrated_sigma(epsilon, delta, sensitivity, sigma, "Gaussian")
+        self.sigma, self._params = calibrated_sigma(epsilon, delta, sensitivity, sigma, "Gaussian")
 
     @property
     def n(self):
@@ -126,7 +136,7 @@ class Laplace(AdditiveMechanism):
 
     def __init__(self, n, epsilon=None, sensitivity=None, *, scale=None):
         self._n = _check_n(n)
-        self.scale, self._params = _calibrated_scale(epsilon, sensitivity, scale, "Laplace")
+        self.scale, self._params = calibrated_scale(epsilon, sensitivity, scale, "Laplace")
 
     @property
     def n(self):

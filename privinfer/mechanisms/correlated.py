@@ -39,8 +39,7 @@ from .. import accounting
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_finite_array
-from .base import AdditiveMechanism, Guarantee, support_scale
-from .subspace import SUPPORT_RTOL, _check_invariant
+from .base import AdditiveMechanism, Guarantee, check_invariant
 
 __all__ = ["CorrelatedGaussian", "mvee_symmetric", "base_decomposition"]
 
@@ -134,7 +133,7 @@ class CorrelatedGaussian(AdditiveMechanism):
     """
 
     def __init__(self, query, invariant, epsilon, delta, *, relation="add-remove"):
-        inv = _check_invariant(invariant)
+        inv = check_invariant(invariant)
         if sp.issparse(query):
             query = query.toarray()
         A = check_finite_array(query, "query", ndim=2)
@@ -237,32 +236,28 @@ class CorrelatedGaussian(AdditiveMechanism):
         w = rng.standard_normal(tuple(size) + (self.dim,))
         return (w * self._sd) @ self._basis.T
 
-    def _log_density(self, e, xp, scale=None):
-        """Gaussian log density of ``e`` in the basis coordinates; NumPy: ``-inf`` where the
-        off-subspace residual exceeds ``SUPPORT_RTOL * scale``."""
+    def _log_density(self, e, xp):
+        """Gaussian log density of ``e`` in the basis coordinates (on the support)."""
         v = xp.dot(e, self._basis)
-        val = (-0.5 * xp.sum((v / self._sd) ** 2, axis=-1) - float(np.sum(np.log(self._sd)))
-               - 0.5 * self.dim * np.log(2 * np.pi))
-        if xp is np:
-            resid = np.max(np.abs(e - v @ self._basis.T), axis=-1)
-            val = np.where(resid <= SUPPORT_RTOL * scale, val, -np.inf)
-            return float(val) if np.ndim(val) == 0 else val
-        return val
+        return (-0.5 * xp.sum((v / self._sd) ** 2, axis=-1) - float(np.sum(np.log(self._sd)))
+                - 0.5 * self.dim * np.log(2 * np.pi))
 
     def noise_logp(self, e):
         xp = namespace(e)
         if xp is np:
             e = np.asarray(e, dtype=float)
-            return self._log_density(e, np, np.maximum(1.0, np.max(np.abs(e), axis=-1)))
+            ok = self.noise_in_support(e)
+            return self.where_in_support(ok, self._log_density(np.where(np.isfinite(e), e, 0.0), np))
         return self._log_density(e, xp)
 
     def logp(self, y, x):
-        """Exact log density w.r.t. (n-r)-dim Lebesgue measure on ``x + N`` (NumPy: -inf off it,
-        with the support tolerance relative to the scale of x and y)."""
+        """Exact log density w.r.t. (n-r)-dim Lebesgue measure on ``x + N`` (NumPy: -inf where
+        :meth:`in_support` is false, the tolerance relative to the scale of x and y)."""
         xp = namespace(y, x)
         if xp is np:
             y = np.asarray(y, dtype=float)
             x = np.asarray(x, dtype=float)
+            ok = self.in_support(y, x)
             e = y - x
-            return self._log_density(e, np, support_scale(y, x, e))
-        return self.noise_logp(y - x)
+            return self.where_in_support(ok, self._log_density(np.where(np.isfinite(e), e, 0.0), np))
+        return self._log_density(y - x, xp)

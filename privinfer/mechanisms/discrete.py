@@ -56,6 +56,7 @@ from ..lattice.laws import (
     sample_discrete_gaussian,
     sample_discrete_laplace,
     sample_double_geometric,
+    size_tuple,
 )
 from .base import AdditiveMechanism, Guarantee
 
@@ -73,14 +74,6 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-def _integer_mask(e, xp):
-    if xp is np:
-        return np.all(e == np.round(e), axis=-1)
-    if str(e.dtype).startswith(("int", "uint")):
-        return xp.all(xp.eq(e, e), axis=-1)  # integer tensors are integral (round needs floats)
-    return xp.all(xp.eq(e, xp.round(e)), axis=-1)
-
-
 def double_geometric_logpmf(k, scale):
     r""":math:`\log p(k) = \log\tanh(1/(2b)) - |k|/b` elementwise (NumPy or PyTensor);
     ``-inf`` for non-integer ``k`` (NumPy only; the mechanisms check integrality themselves)."""
@@ -121,7 +114,7 @@ class _IntegerAdditive(AdditiveMechanism):
 
     def _masked_sum(self, e, elementwise, xp):
         s = xp.sum(elementwise, axis=-1)
-        ok = _integer_mask(e, xp)
+        ok = self.noise_in_support(e)
         if xp is np:
             return np.where(ok, s, -np.inf) if np.ndim(s) else (float(s) if ok else -np.inf)
         return xp.switch(ok, s, -np.inf)
@@ -175,7 +168,7 @@ class DoubleGeometric(_IntegerAdditive):
         )
 
     def sample_noise(self, size=(), rng=None) -> np.ndarray:
-        size = _size_tuple(size)
+        size = size_tuple(size)
         return sample_discrete_laplace(self.scale, size + (self.n,), rng)
 
     def noise_logp(self, e):
@@ -218,7 +211,7 @@ class DiscreteGaussian(_IntegerAdditive):
         )
 
     def sample_noise(self, size=(), rng=None) -> np.ndarray:
-        size = _size_tuple(size)
+        size = size_tuple(size)
         return sample_discrete_gaussian(None, size + (self.n,), rng, sigma2=self.sigma2)
 
     def noise_logp(self, e):

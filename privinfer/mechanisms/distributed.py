@@ -16,6 +16,7 @@ import numbers
 import numpy as np
 
 from .._validation import check_finite_array
+from .base import AdditiveMechanism
 
 __all__ = ["release_distributed", "local_release"]
 
@@ -32,9 +33,9 @@ def _check_seed(seed):
 
 
 def _check_additive(mech):
-    if not hasattr(mech, "sample_noise"):
+    if not isinstance(mech, AdditiveMechanism):
         raise TypeError(
-            f"{type(mech).__name__} is not additive (no sample_noise): its noise may depend on x, so agents "
+            f"{type(mech).__name__} is not additive (not an AdditiveMechanism): its noise may depend on x, so agents "
             "cannot simulate it from a shared seed"
         )
 
@@ -62,13 +63,13 @@ def local_release(mech, cells, x_cells, seed) -> np.ndarray:
     xv = check_finite_array(x_cells, "x_cells", ndim=1)
     if xv.shape != idx.shape:
         raise ValueError(f"x_cells must have one value per cell: {idx.size} cells, got shape {xv.shape}")
-    if getattr(mech, "integer", False) and not np.all(xv == np.round(xv)):
+    if mech.integer and not np.all(xv == np.round(xv)):
         raise ValueError("x_cells must hold integer counts for an integer mechanism")
     # Footnote 3 of App. E: the agent runs the mechanism's noise generator with the common
     # seed; for an additive mechanism this is the noise of mech.release(x, rng=seed).
     e = np.asarray(mech.sample_noise((), rng=np.random.default_rng(_fresh_seed(seed))))
     out = xv + e[idx]
-    return out.astype(e.dtype, copy=False) if getattr(mech, "integer", False) else out
+    return out.astype(e.dtype, copy=False) if mech.integer else out
 
 
 def release_distributed(mech, parts, seed) -> np.ndarray:

@@ -86,7 +86,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from .._backend import namespace
 from .._rng import as_generator
@@ -108,7 +107,6 @@ from ..lattice import (
 from ..lattice.kernels import resolve_jump_scales, sweep_inplace
 from ..lattice.laws import as_rational
 from .base import AdditiveMechanism, Guarantee
-from .discrete import _integer_mask
 
 __all__ = ["GeneralizedLaplace", "GeneralizedGaussian", "default_moves"]
 
@@ -285,21 +283,10 @@ class _LatticeMechanism(AdditiveMechanism):
                                  "(sub-multiplicativity; an estimate, not a certificate)")}
 
     # -- likelihood ------------------------------------------------------------------------
-    def _lattice_mask(self, e, xp):
-        """True where e is integer and C e = 0 (NumPy: bool array over the leading axes)."""
-        if xp is np:
-            e = np.asarray(e, dtype=float)
-            integer = np.all(e == np.round(e), axis=-1)
-            Ce = e @ self._Cint.T.astype(float)
-            return integer & np.all(Ce == 0, axis=-1)
-        Cd = self._Cint.toarray() if sp.issparse(self._Cint) else self._Cint
-        Ce = xp.dot(xp.cast(e, "float64"), xp.as_tensor_variable(Cd.T.astype(float)))
-        return xp.and_(_integer_mask(e, xp), xp.all(xp.eq(Ce, 0), axis=-1))
-
     def noise_logp(self, e):
         xp = namespace(e)
         val = self._unnormalized(e, xp)
-        ok = self._lattice_mask(e, xp)
+        ok = self.noise_in_support(e)
         if xp is np:
             out = np.where(ok, val, -np.inf)
             return float(out) if np.ndim(out) == 0 else out

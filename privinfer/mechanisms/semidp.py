@@ -46,8 +46,8 @@ from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_epsilon, check_finite_array, check_positive
 from ..invariants import Invariant
-from .base import AdditiveMechanism, Guarantee, support_scale
-from .subspace import SUPPORT_RTOL, _NullSpaceGaussian
+from .base import AdditiveMechanism, Guarantee
+from .subspace import NullSpaceGaussian
 
 __all__ = ["SemiDPGaussian", "KNorm", "one_way_margins_sensitivity_space", "one_way_margins_l2_sensitivity",
            "span_basis"]
@@ -100,7 +100,7 @@ def _resolve_space(space, invariant):
     return B, _complement_invariant(B), V
 
 
-class SemiDPGaussian(_NullSpaceGaussian):
+class SemiDPGaussian(NullSpaceGaussian):
     r"""Semi-DP Gaussian mechanism (Cho and Awan, Alg. 1, Prop. 28).
 
     ``SemiDPGaussian(space, mu, sensitivity=None, a=None, invariant=None)``
@@ -166,11 +166,6 @@ class SemiDPGaussian(_NullSpaceGaussian):
         if self._full is not None:
             return xp.sum(e * e, axis=-1)
         return super()._null_sq_norm(e, xp)
-
-    def _finish(self, val, e, y, x, xp):
-        if self._full is not None:
-            return float(val) if (xp is np and np.ndim(val) == 0) else val
-        return super()._finish(val, e, y, x, xp)
 
     @property
     def guarantee(self):
@@ -265,35 +260,32 @@ class KNorm(AdditiveMechanism):
         e = (radius[:, None] * u) @ self.basis.T
         return e.reshape(size + (self._d,))
 
+    def _density(self, e, xp):
+        """``-eps ||B^T e||_K - log(Gamma(s+1) eps^-s vol(K))`` (on the support)."""
+        return -self.epsilon * self.norm(xp.dot(e, self.basis), xp) - self._log_norm
+
     def noise_logp(self, e):
         xp = namespace(e)
         if xp is np:
             e = np.asarray(e, dtype=float)
-        z = xp.dot(e, self.basis)
-        val = -self.epsilon * self.norm(z, xp) - self._log_norm
-        if xp is np:
-            resid = np.max(np.abs(e - z @ self.basis.T), axis=-1)
-            scale = np.maximum(1.0, np.max(np.abs(e), axis=-1))
-            val = np.where(resid <= SUPPORT_RTOL * scale, val, -np.inf)
-            return float(val) if np.ndim(val) == 0 else val
-        return val
+            ok = self.noise_in_support(e)
+            return self.where_in_support(ok, self._density(np.where(np.isfinite(e), e, 0.0), np))
+        return self._density(e, xp)
 
     def logp(self, y, x):
         """Exact ``log p(y | x)`` w.r.t. s-dim Lebesgue measure on ``x + span(S)``.
 
-        NumPy: -inf off the subspace (tolerance relative to the scale of x and y)."""
+        NumPy: -inf where :meth:`in_support` is false: off the subspace, i.e. off the kept
+        invariant (the orthogonal complement of span(S)), tolerance relative to the scale of
+        x and y."""
         xp = namespace(y, x)
         if xp is np:
             y = np.asarray(y, dtype=float)
             x = np.asarray(x, dtype=float)
+            ok = self.in_support(y, x)
             e = y - x
-            z = e @ self.basis
-            resid = np.max(np.abs(e - z @ self.basis.T), axis=-1)
-            scale = support_scale(y, x, e)
-            val = -self.epsilon * self.norm(z) - self._log_norm
-            val = np.where(resid <= SUPPORT_RTOL * scale, val, -np.inf)
-            return float(val) if np.ndim(val) == 0 else val
-        return self.noise_logp(y - x)
+            return self.where_in_support(ok, self._density(np.where(np.isfinite(e), e, 0.0), np))
+        return self._density(y - x, xp)
 
 
 def one_way_margins_sensitivity_space(shape, a: int = 3) -> np.ndarray:

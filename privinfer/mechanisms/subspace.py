@@ -29,7 +29,9 @@ Projected Laplace (Cor. 17)
     ``prod_i Lap((y - x + R r)_i; b)`` and ``p(y | x) = \int prod_i Lap((y-x+Rr)_i) dr``
     (:meth:`ProjectedLaplace.augmented_logp`).  For one invariant row the integral is
     one-dimensional and piecewise exponential; :func:`projected_laplace_row_marginal_logp`
-    evaluates it exactly.
+    evaluates it exactly.  For partition invariants (totals, group totals) it factorizes
+    into one such integral per group (exact); for other invariants of rank 2 it is
+    evaluated by quadrature with a stated tolerance (:class:`ProjectedLaplace`).
 Extended Laplace (Cor. 18)
     ``e = Q_N w``, ``w_j ~ Lap(b)`` iid, ``b = Delta_1(Q_N^T A)/eps`` (depends on the basis
     ``Q_N``, fixed as ``invariant.null_basis()``);
@@ -43,6 +45,8 @@ modeller's job, e.g. a latent constrained to ``{C x = t}``).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from scipy import special
@@ -51,28 +55,30 @@ from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_positive
 from ..invariants import Invariant
-from .base import AdditiveMechanism, Guarantee, support_scale
-from .classic import _calibrated_scale, _calibrated_sigma
+from .base import SUPPORT_RTOL, AdditiveMechanism, Augmentation, Guarantee, check_invariant
+from .classic import calibrated_scale, calibrated_sigma
 
 __all__ = [
     "ProjectedGaussian",
     "ExtendedGaussian",
     "ProjectedLaplace",
     "ExtendedLaplace",
+    "NullSpaceGaussian",
     "null_sensitivity",
     "projected_laplace_row_marginal_logp",
+    "SUPPORT_RTOL",
+    "NUMERICAL_MAX_RANK",
 ]
 
-#: Relative tolerance of the NumPy support check ``C (y - x) = 0``.
-SUPPORT_RTOL = 1e-8
-
-
-def _check_invariant(invariant) -> Invariant:
-    if not isinstance(invariant, Invariant):
-        raise TypeError(f"invariant must be a privinfer.invariants.Invariant, not {type(invariant).__name__}")
-    if invariant.null_dim == 0:
-        raise ValueError("the invariant has full rank: C x = t determines x and no privacy is possible")
-    return invariant
+#: Largest invariant rank for which :meth:`ProjectedLaplace.logp` integrates numerically.
+NUMERICAL_MAX_RANK = 2
+#: Relative error tolerance of each level of the projected Laplace quadrature.
+QUAD_EPSREL = 1e-10
+#: Drop of the log integrand at the ends of each projected Laplace quadrature window: the
+#: mass outside is at most ``exp(-drop) / (1 - exp(-drop))`` (< 1e-13) of the mass inside.
+TRUNCATION_DROP = 30.0
+#: Subinterval limit of each projected Laplace quadrature.
+QUAD_LIMIT = 500
 
 
 def _as_query(query, n) -> np.ndarray | sp.csr_matrix:
@@ -102,7 +108,7 @@ def null_sensitivity(invariant: Invariant, query, p: int = 2, relation: str = "a
     For p = 2 the value does not depend on the basis (``||Q_N^T v|| = ||P_N v||``); for p = 1 it
     uses ``invariant.null_basis()``, the basis :class:`ExtendedLaplace` adds noise in.
     """
-    inv = _check_invariant(invariant)
+    inv = check_invariant(invariant)
     A = _as_query(query, inv.n)
     if p not in (1, 2):
         raise ValueError(f"p must be 1 or 2, got {p!r}")
@@ -124,10 +130,10 @@ def null_sensitivity(invariant: Invariant, query, p: int = 2, relation: str = "a
 
 
 class _NullSpaceMechanism(AdditiveMechanism):
-    """Shared parts: the invariant, support checks, orthonormal coordinates."""
+    """Shared parts: the invariant, the density on the support, orthonormal coordinates."""
 
     def __init__(self, invariant: Invariant):
-        self._inv = _check_invariant(invariant)
+        self._inv = check_invariant(invariant)
 
     @property
     def invariant(self):
@@ -142,11 +148,6 @@ class _NullSpaceMechanism(AdditiveMechanism):
         """Dimension n - r of the subspace the noise lives in."""
         return self._inv.null_dim
 
-    def _on_support(self, e, y, x):
-        """NumPy: True where ``C e = 0`` up to a tolerance relative to the scale of x, y."""
-        r = self._inv.project_row(e)
-        return np.max(np.abs(r), axis=-1) <= SUPPORT_RTOL * support_scale(y, x, e)
-
     def _null_sq_norm(self, e, xp):
         r""":math:`\|Q_N^T e\|^2`, via the smaller of the two orthonormal bases
         (``|e|^2 - |R^T e|^2`` when r <= n - r)."""
@@ -159,35 +160,38 @@ class _NullSpaceMechanism(AdditiveMechanism):
         Q = inv.null_basis()
         return xp.sum(xp.dot(e, Q) ** 2, axis=-1)
 
-    def _finish(self, val, e, y, x, xp):
-        if xp is np:
-            ok = self._on_support(e, y, x)
-            val = np.where(ok, val, -np.inf)
-            return float(val) if np.ndim(val) == 0 else val
-        return val
-
     def logp(self, y, x):
+        """Exact log density; NumPy: ``-inf`` where :meth:`in_support` is false.  PyTensor: the
+        density of the null-space component (the support is the model's constraint on x)."""
         xp = namespace(y, x)
         if xp is np:
             y = np.asarray(y, dtype=float)
             x = np.asarray(x, dtype=float)
-        e = y - x
-        return self._finish(self._density(e, xp), e, y, x, xp)
+            ok = self.in_support(y, x)
+            e = np.where(np.isfinite(y - x), y - x, 0.0)
+            return self.where_in_support(ok, self._density(e, xp))
+        return self._density(y - x, xp)
 
     def noise_logp(self, e):
         """Log density of the noise ``e`` itself (``logp(e, 0)``)."""
         xp = namespace(e)
         if xp is np:
             e = np.asarray(e, dtype=float)
-            return self._finish(self._density(e, xp), e, e, 0.0, xp)
+            ok = self.noise_in_support(e)
+            return self.where_in_support(ok, self._density(np.where(np.isfinite(e), e, 0.0), xp))
         return self._density(e, xp)
 
 
 # ----------------------------------------------------------------------------------------
 # Gaussian
 # ----------------------------------------------------------------------------------------
-class _NullSpaceGaussian(_NullSpaceMechanism):
-    r"""``y = x + P_N g``, ``g ~ N(0, sigma^2 I)``: the degenerate Gaussian ``N(x, sigma^2 P_N)``."""
+class NullSpaceGaussian(_NullSpaceMechanism):
+    r"""``y = x + P_N g``, ``g ~ N(0, sigma^2 I)``: the degenerate Gaussian ``N(x, sigma^2 P_N)``
+    (Subspace DP full paper, Cor. 14 and Thm 22), given its ``sigma``.
+
+    The common base of :class:`ProjectedGaussian`, :class:`ExtendedGaussian` and
+    :class:`~privinfer.mechanisms.semidp.SemiDPGaussian`, which differ only in how ``sigma``
+    is calibrated and in their guarantee (abstract: subclasses define ``guarantee``)."""
 
     def __init__(self, invariant, sigma):
         super().__init__(invariant)
@@ -213,7 +217,7 @@ class _NullSpaceGaussian(_NullSpaceMechanism):
         return -self._null_sq_norm(e, xp) / (2.0 * s2) - 0.5 * self.dim * np.log(2.0 * np.pi * s2)
 
 
-class ProjectedGaussian(_NullSpaceGaussian):
+class ProjectedGaussian(NullSpaceGaussian):
     r"""Projected Gaussian mechanism (Subspace DP full paper, Cor. 14).
 
     ``y = x + P_N g`` with ``g ~ N(0, s^2 I_n)``, ``s = c_{eps,delta} Delta_2`` (Lemma 13) or
@@ -223,7 +227,7 @@ class ProjectedGaussian(_NullSpaceGaussian):
     """
 
     def __init__(self, invariant, epsilon=None, delta=None, sensitivity=None, *, sigma=None):
-        s, self._params = _calibrated_sigma(epsilon, delta, sensitivity, sigma, type(self).__name__)
+        s, self._params = calibrated_sigma(epsilon, delta, sensitivity, sigma, type(self).__name__)
         super().__init__(invariant, s)
 
     @property
@@ -240,7 +244,7 @@ class ProjectedGaussian(_NullSpaceGaussian):
         )
 
 
-class ExtendedGaussian(_NullSpaceGaussian):
+class ExtendedGaussian(NullSpaceGaussian):
     r"""Extended Gaussian mechanism (Subspace DP full paper, Cor. 15, Alg. 1).
 
     ``y = A(x) + Q_N w``, ``w ~ N(0, s^2 I_{n-r})``, ``s = c_{eps,delta} Delta_2(Q_N^T A)``.
@@ -253,14 +257,14 @@ class ExtendedGaussian(_NullSpaceGaussian):
 
     def __init__(self, invariant, epsilon=None, delta=None, sensitivity=None, *, query=None,
                  relation="add-remove", sigma=None):
-        inv = _check_invariant(invariant)
+        inv = check_invariant(invariant)
         if query is not None:
             if sensitivity is not None or sigma is not None:
                 raise ValueError("ExtendedGaussian: give query= or sensitivity= (or sigma=), not several")
             sensitivity = null_sensitivity(inv, query, p=2, relation=relation)
             if sensitivity <= 0:
                 raise ValueError("the query has zero sensitivity in the null space (nothing to protect)")
-        s, self._params = _calibrated_sigma(epsilon, delta, sensitivity, sigma, "ExtendedGaussian")
+        s, self._params = calibrated_sigma(epsilon, delta, sensitivity, sigma, "ExtendedGaussian")
         super().__init__(inv, s)
 
     @property
@@ -330,33 +334,96 @@ def projected_laplace_row_marginal_logp(d, u, scale) -> float:
     return float(-n * np.log(2.0 * b) + special.logsumexp(terms))
 
 
+def _log_integral_1d(logf, c: float, step: float, kinks=()) -> float:
+    r"""``log \int exp(logf(s)) ds`` for a log-concave ``f`` on the real line, to the stated tolerance.
+
+    Window: from the centre ``c`` the half-widths ``a`` are doubled (from ``step``) until
+    ``logf(c +- a) <= logf(c) - TRUNCATION_DROP``.  Log-concavity gives, for ``t >= a``,
+    :math:`\log f(c+t) \le \log f(c) - k t/a` and, for ``t <= a``,
+    :math:`\log f(c+t) \ge \log f(c) - k t/a` (``k`` the drop), so the mass beyond the
+    window is at most :math:`e^{-k}/(1-e^{-k})` (< 1e-13 for k = 30) times the mass inside,
+    whatever ``c``.  Inside, adaptive Gauss-Kronrod (``scipy.integrate.quad``, ``epsrel =
+    QUAD_EPSREL``, breakpoint at ``c``); a ``RuntimeError`` if QUADPACK warns or its error
+    estimate exceeds the tolerance.  ``kinks``: points where ``f`` is not smooth, passed to
+    QUADPACK as breakpoints when they fall inside the window.
+    """
+    from scipy import integrate
+
+    l0 = float(logf(c))
+    if not np.isfinite(l0):
+        raise RuntimeError("projected Laplace quadrature: the density vanishes at the centre")
+    ends = []
+    for sign in (-1.0, 1.0):
+        a = step
+        while logf(c + sign * a) > l0 - TRUNCATION_DROP:
+            a *= 2.0
+            if a > 1e12 * step:
+                raise RuntimeError("projected Laplace quadrature: the integrand does not decay")
+        ends.append(c + sign * a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", integrate.IntegrationWarning)
+        try:
+            pts = [c] + [k for k in kinks if ends[0] < k < ends[1]]
+            val, err = integrate.quad(lambda s: np.exp(logf(s) - l0), ends[0], ends[1], points=pts,
+                                      limit=QUAD_LIMIT, epsabs=0.0, epsrel=QUAD_EPSREL)
+        except integrate.IntegrationWarning as exc:
+            raise RuntimeError(f"projected Laplace quadrature did not converge: {exc}") from None
+    if not (val > 0 and np.isfinite(val)) or err > QUAD_EPSREL * val:
+        raise RuntimeError("projected Laplace quadrature did not reach its tolerance")
+    return l0 + float(np.log(val))
+
+
 class ProjectedLaplace(_NullSpaceMechanism):
     r"""Projected Laplace mechanism (Subspace DP full paper, Cor. 17): (eps, 0)-induced subspace DP.
 
     ``y = x + P_N g``, ``g_i ~ Lap(b)`` iid, ``b = Delta_1(A)/eps`` (or ``scale=b``).
 
-    Likelihood (see module docstring):
+    Likelihood.  With ``R`` (n x r) an orthonormal basis of the row space of C and
+    ``v = y - x`` (``C v = 0``), the density w.r.t. (n-r)-dimensional Lebesgue measure on the
+    null space is (module docstring)
 
-    * :meth:`augmented_logp` ``(y, x, r)`` -- joint log density of the null-space
-      coordinates of ``y - x`` and the latent row-space coordinates ``r = R^T g`` (shape
-      (..., r) with ``R = invariant.row_basis()``); exact, no constant dropped;
-      ``log p(y|x) = log \int exp(augmented_logp(y, x, r)) dr``.  NumPy and PyTensor.
-      A PyMC model adds ``r`` as a latent with a flat prior (``augmentation_dim`` entries).
-    * :meth:`marginal_logp` / :meth:`logp` -- the exact marginal for a one-row invariant
-      (:func:`projected_laplace_row_marginal_logp`; NumPy only).  With more rows there is no
-      closed form: ``logp`` raises ``NotImplementedError`` and points to the augmentation.
+    .. math:: p(v) = \int_{\mathbb{R}^r} \prod_{i=1}^n \mathrm{Lap}(v_i + (R\rho)_i; b)\,d\rho .
+
+    :meth:`logp` / :meth:`marginal_logp` (NumPy) evaluate it
+
+    * **exactly for partition invariants** (``invariant.partition`` set: totals, group
+      totals): the row space has the orthonormal basis ``u_g = 1_{S_g}/sqrt(|S_g|)``, one per
+      group ``S_g``, with disjoint supports, so the integrand is a product over groups of
+      functions of one ``rho_g`` each and the integral is the product of one-dimensional
+      integrals, each the closed form :func:`projected_laplace_row_marginal_logp` on the
+      group's cells (a change of orthonormal row basis has unit Jacobian);
+    * **exactly for any invariant of rank 1** (the same closed form);
+    * **numerically for rank 2** (:data:`NUMERICAL_MAX_RANK`): the second row coordinate of
+      ``rho`` is integrated exactly by the closed form, the first by adaptive Gauss-Kronrod
+      quadrature (``scipy.integrate.quad``) centred at an L1 minimizer of
+      :math:`\|v + R\rho\|_1`, with breakpoints where the closed form changes pieces.  The
+      integrand is log-concave (a product of Laplace densities), and so is its partial
+      integral (Prekopa 1973), which bounds the mass outside the window rigorously by
+      ``exp(-30) / (1 - exp(-30)) < 1e-13`` of the mass inside (:func:`_log_integral_1d`);
+      the quadrature runs with ``epsrel = QUAD_EPSREL = 1e-10`` and raises ``RuntimeError``
+      if QUADPACK warns or estimates a larger error.  So ``logp`` is accurate to about
+      ``1e-10`` absolute (QUADPACK's error estimate, not a proof).  Rank 3 by nested
+      quadrature would cost minutes per vector and is not offered;
+    * otherwise ``NotImplementedError``: use :attr:`augmentation`.
+
+    :attr:`augmentation` (also for PyMC, where ``logp`` is not symbolic): the joint log density
+    :meth:`augmented_logp` ``(y, x, r)`` of the null-space coordinates of ``y - x`` and the
+    latent row-space coordinates ``r = R^T g`` (``R = invariant.row_basis()``), exact, NumPy
+    and PyTensor; ``log p(y|x) = log \int exp(augmented_logp(y, x, r)) dr``.
     """
-
-    #: The PyMC layer must add a latent of this many entries (see :meth:`augmented_logp`).
-    requires_augmentation = True
 
     def __init__(self, invariant, epsilon=None, sensitivity=None, *, scale=None):
         super().__init__(invariant)
-        self.scale, self._params = _calibrated_scale(epsilon, sensitivity, scale, "ProjectedLaplace")
+        self.scale, self._params = calibrated_scale(epsilon, sensitivity, scale, "ProjectedLaplace")
 
     @property
-    def augmentation_dim(self) -> int:
-        return self._inv.rank
+    def augmentation(self) -> Augmentation:
+        return Augmentation(
+            dim=self._inv.rank,
+            logp=self.augmented_logp,
+            description="r = R^T g, the row-space coordinates of the Laplace draw g "
+                        "(R = invariant.row_basis()); flat prior on R^rank",
+        )
 
     @property
     def guarantee(self):
@@ -389,24 +456,94 @@ class ProjectedLaplace(_NullSpaceMechanism):
         g = (y - x) + xp.dot(r, R.T)
         return -xp.sum(xp.abs(g), axis=-1) / self.scale - self.n * np.log(2.0 * self.scale)
 
+    @property
+    def marginal_method(self) -> str:
+        """How :meth:`logp` evaluates the density: ``"partition"`` or ``"rank-1"`` (exact),
+        ``"quadrature"`` (rank 2, numerical) or ``"augmentation only"``."""
+        inv = self._inv
+        if inv.partition is not None:
+            return "partition"
+        if inv.rank == 1:
+            return "rank-1"
+        if inv.rank <= NUMERICAL_MAX_RANK:
+            return "quadrature"
+        return "augmentation only"
+
     def marginal_logp(self, y, x):
-        """Exact ``log p(y | x)`` for a one-row invariant (NumPy; stacks allowed)."""
+        """``log p(y | x)`` (NumPy; stacks allowed): exact for partition and rank-1 invariants,
+        numerical for rank 2 (class docstring); ``-inf`` off the support."""
         if namespace(y, x) is not np:
-            raise NotImplementedError("marginal_logp is NumPy only; in a PyTensor graph use augmented_logp "
-                                      "with a latent r")
-        if self._inv.rank != 1:
+            raise NotImplementedError("the projected Laplace marginal density is NumPy only; in a PyTensor graph "
+                                      "use m.augmentation (augmented_logp with a latent r)")
+        method = self.marginal_method
+        if method == "augmentation only":
             raise NotImplementedError(
-                f"the projected Laplace density has no closed form for an invariant of rank {self._inv.rank}; "
-                "use augmented_logp(y, x, r) with a latent r of length rank"
+                f"the projected Laplace density has no closed form for an invariant of rank {self._inv.rank} "
+                f"that is not a partition, and numerical integration is offered up to rank {NUMERICAL_MAX_RANK}; "
+                "use m.augmentation (augmented_logp(y, x, r) with a latent r of length rank)"
             )
         y = np.asarray(y, dtype=float)
         x = np.asarray(x, dtype=float)
-        e = y - x
-        u = self._inv.row_basis()[:, 0]
-        flat = np.atleast_2d(e).reshape(-1, self.n)
-        vals = np.array([projected_laplace_row_marginal_logp(v - u * (u @ v), u, self.scale) for v in flat])
+        ok = self.in_support(y, x)
+        e = np.broadcast_to(y - x, np.broadcast_shapes(y.shape, x.shape))
+        flat = e.reshape(-1, self.n)
+        okf = np.broadcast_to(ok, e.shape[:-1]).reshape(-1)
+        vals = np.full(flat.shape[0], -np.inf)
+        rows = np.flatnonzero(okf)
+        if rows.size:
+            V = self._inv.project_null(flat[rows])
+            if method == "partition":
+                vals[rows] = self._partition_logp(V)
+            elif method == "rank-1":
+                u = self._inv.row_basis()[:, 0]
+                vals[rows] = [projected_laplace_row_marginal_logp(v, u, self.scale) for v in V]
+            else:
+                vals[rows] = [self._quadrature_logp(v) for v in V]
         vals = vals.reshape(e.shape[:-1])
-        return self._finish(vals, e, y, x, np)
+        return float(vals) if vals.ndim == 0 else vals
+
+    def _partition_logp(self, V):
+        part = self._inv.partition
+        order = np.argsort(part.codes, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(part.sizes)])
+        out = np.zeros(V.shape[0])
+        for g in range(part.n_groups):
+            cells = order[bounds[g]:bounds[g + 1]]
+            u = np.full(cells.size, 1.0 / np.sqrt(cells.size))
+            out += [projected_laplace_row_marginal_logp(v, u, self.scale) for v in V[:, cells]]
+        return out
+
+    def _quadrature_logp(self, v) -> float:
+        from scipy.optimize import linprog
+
+        R = self._inv.row_basis()
+        n, r = R.shape
+        b = self.scale
+        # centre: an L1 minimizer rho* of S(rho) = ||v + R rho||_1 (min sum t, -t <= v + R rho <= t)
+        eye = np.eye(n)
+        res = linprog(np.concatenate([np.zeros(r), np.ones(n)]),
+                      A_ub=np.block([[R, -eye], [-R, -eye]]), b_ub=np.concatenate([-v, v]),
+                      bounds=[(None, None)] * r + [(0, None)] * n, method="highs")
+        if not res.success:
+            raise RuntimeError(f"projected Laplace quadrature: the L1 centring problem failed ({res.message})")
+        center = res.x[:r]
+        R_outer, u_last = R[:, :-1], R[:, -1]
+
+        def inner_log(s):  # exact integral over the last row coordinate
+            return projected_laplace_row_marginal_logp(v + R_outer @ s, u_last, b)
+
+        # h(s) = exp(inner_log(s)) is smooth except where two breakpoints -w_i(s)/u_i of the
+        # inner integral meet (w(s) = v + R_outer s), or where w_i(s) = 0 for u_i = 0
+        a = R_outer[:, 0]
+        tiny = 1e-12
+        on = np.abs(u_last) > tiny
+        kinks = list(-v[~on & (np.abs(a) > tiny)] / a[~on & (np.abs(a) > tiny)])
+        p, q = v[on] / u_last[on], a[on] / u_last[on]  # breakpoint_i(s) = -(p_i + q_i s)
+        dp, dq = p[:, None] - p[None, :], q[:, None] - q[None, :]
+        iu = np.triu_indices(p.size, 1)
+        sel = np.abs(dq[iu]) > tiny
+        kinks += list(-dp[iu][sel] / dq[iu][sel])
+        return _log_integral_1d(lambda s1: inner_log(np.array([s1])), center[0], b, sorted(kinks))
 
     def logp(self, y, x):
         return self.marginal_logp(y, x)
@@ -426,7 +563,7 @@ class ExtendedLaplace(_NullSpaceMechanism):
 
     def __init__(self, invariant, epsilon=None, sensitivity=None, *, query=None, relation="add-remove",
                  scale=None):
-        inv = _check_invariant(invariant)
+        inv = check_invariant(invariant)
         if query is not None:
             if sensitivity is not None or scale is not None:
                 raise ValueError("ExtendedLaplace: give query= or sensitivity= (or scale=), not several")
@@ -434,7 +571,7 @@ class ExtendedLaplace(_NullSpaceMechanism):
             if sensitivity <= 0:
                 raise ValueError("the query has zero sensitivity in the null space (nothing to protect)")
         super().__init__(inv)
-        self.scale, self._params = _calibrated_scale(epsilon, sensitivity, scale, "ExtendedLaplace")
+        self.scale, self._params = calibrated_scale(epsilon, sensitivity, scale, "ExtendedLaplace")
         self._Q = inv.null_basis()
 
     @property

@@ -314,6 +314,7 @@ class TopDownBaseline(Mechanism):
     integer = True
     transparent = False
     logp_constant_dropped = "no likelihood (not transparent)"
+    spec_name = "topdown-baseline"
 
     def __init__(self, invariant: Invariant, noise: str = "discrete_gaussian", scale=None, *, sensitivity=1):
         if not isinstance(invariant, Invariant):
