@@ -170,15 +170,6 @@ def build_parser() -> argparse.ArgumentParser:
 # =============================================================================================
 # commands
 # =============================================================================================
-def _seed(seed):
-    """The seed to use: the given one, or fresh OS entropy (printed by the caller)."""
-    if seed is not None:
-        return int(seed)
-    import numpy as np
-
-    return int(np.random.SeedSequence().entropy % (2**63))
-
-
 def cmd_demo(args) -> int:
     from .workflow import demo
 
@@ -214,7 +205,7 @@ def cmd_fit(args) -> int:
 
     rel = read_release(args.release, args.metadata)
     result = fit(rel, args.model, draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,
-                 seed=_seed(args.seed), output=args.output, progressbar=not args.no_progress, echo=print)
+                 seed=args.seed, output=args.output, progressbar=not args.no_progress, echo=print)
     print(result.text())
     return 0
 
