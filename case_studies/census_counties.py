@@ -48,14 +48,12 @@ matplotlib.use("Agg")
 import arviz as az  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pymc as pm  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from privinfer import datasets  # noqa: E402
 from privinfer.case_studies._settings import full_mode, output_dir  # noqa: E402
 from privinfer.mechanisms import GeneralizedLaplace, ProjectedLaplace, TopDownBaseline  # noqa: E402
-from privinfer.models import county_population_model  # noqa: E402
-from privinfer.pymc import lattice_steps  # noqa: E402
+from privinfer.workflow import fit, make_release  # noqa: E402
 
 FULL = full_mode()
 OUT = output_dir("census_counties")
@@ -302,7 +300,8 @@ plt.close(fig)
 # `mu ~ N(log mean(y), 2)`, `sigma ~ HalfNormal(1)`, `log lambda_i ~ N(mu, sigma)`,
 # `x_i ~ Poisson(lambda_i)` restricted to `{x in Z^n, x >= 0 : sum x = total}`, `y ~ M(x)`,
 #
-# fitted with `privinfer.models.county_population_model`, whose log-rates are **centred**.
+# fitted with `privinfer.models.county_population_model` (through `privinfer.fit`, which
+# builds it from the `Release` and samples it), whose log-rates are **centred**.
 # Why centred: county populations run from hundreds to millions, so each `log lambda_i` is
 # pinned by its count to about `1/sqrt(x_i)` (0.001 for Las Vegas' Clark County).  In a
 # non-centred form `log lambda_i = mu + sigma z_i` every change of `mu` or `sigma` must be
@@ -324,14 +323,14 @@ plt.close(fig)
 d = data[FIT_STATE]
 inv = d.invariant()
 gl = GeneralizedLaplace(inv, EPS, norm="l1", **GL_OPTIONS)
-y_one = gl.release(d.sf, rng=rng)
-assert y_one.sum() == d.sf.sum()
-model = county_population_model(y_one, gl, inv, [int(d.sf.sum())])
+release = make_release(d.sf, gl, rng=rng, ids=list(d.name))  # checks that the state total is kept
+y_one = release.y
+assert y_one.sum() == d.sf.sum() and release.t.tolist() == [int(d.sf.sum())]
 draws, tune, chains = (2000, 2000, 4) if FULL else (1000, 1000, 2)
 t0 = time.perf_counter()
-with model:
-    idata = pm.sample(draws, tune=tune, chains=chains, cores=1, step=lattice_steps(model),
-                      random_seed=int(rng.integers(2**31)), progressbar=False, compute_convergence_checks=False)
+result = fit(release, "county", draws=draws, tune=tune, chains=chains, cores=1, seed=int(rng.integers(2**31)),
+             progressbar=False)
+idata = result.idata
 fit_seconds = time.perf_counter() - t0
 xd = idata.posterior["x"].values.reshape(-1, d.n)
 assert np.all(xd.sum(axis=1) == d.sf.sum())

@@ -46,15 +46,13 @@ matplotlib.use("Agg")
 import arviz as az  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pymc as pm  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from privinfer import datasets  # noqa: E402
 from privinfer import invariants as I  # noqa: E402
 from privinfer.case_studies._settings import full_mode, output_dir  # noqa: E402
 from privinfer.mechanisms import GeneralizedLaplace  # noqa: E402
-from privinfer.models import contingency_table_model  # noqa: E402
-from privinfer.pymc import lattice_steps  # noqa: E402
+from privinfer.workflow import Release, fit  # noqa: E402
 from privinfer.lattice import iterations_to_threshold, sample_meeting_times, tv_upper_bound  # noqa: E402
 
 FULL = full_mode()
@@ -194,18 +192,18 @@ plt.close(fig)
 # corner constraints, `x | p ~ Multinomial(135, p)` restricted to the published margins, and
 # the exact generalized Laplace likelihood of the release.  `gamma_ij` is the log odds ratio of
 # cell (i, j) against Alpha and Low education.  The integer table is sampled by
-# `LatticeMetropolis` (moves that keep both margins), the log-linear terms by NUTS.
+# `LatticeMetropolis` (moves that keep both margins), the log-linear terms by NUTS; `privinfer.fit`
+# builds the model from the `Release` (values, mechanism, margins, table shape) and samples it.
 #
 # For reference we print the log odds ratios of the true table itself,
 # `log(x_ij x_00 / (x_i0 x_0j))` (all its cells are positive): the posterior describes the
 # super-population association, so these are a guide, not a target to be covered.
 
 # %%
-def fit(y, seed):
-    model = contingency_table_model(y, mechs["l1"], shape, inv, t)
-    with model:
-        return pm.sample(DRAWS, tune=TUNE, chains=CHAINS, cores=1, step=lattice_steps(model), random_seed=seed,
-                         progressbar=False, compute_convergence_checks=False)
+def fit_table(y, seed):
+    release = Release(y, mechs["l1"], t=t, shape=shape)  # checks that y keeps the published margins
+    return fit(release, "contingency", draws=DRAWS, tune=TUNE, chains=CHAINS, cores=1, seed=seed,
+               progressbar=False).idata
 
 
 def cell_draws(idata):
@@ -214,7 +212,7 @@ def cell_draws(idata):
 
 t0 = time.perf_counter()
 y_one = x + noise["l1"][0]
-idata = fit(y_one, int(rng.integers(2**31)))
+idata = fit_table(y_one, int(rng.integers(2**31)))
 fit_seconds = time.perf_counter() - t0
 xd = cell_draws(idata)
 assert np.all(inv.of(xd) == t)  # every posterior draw keeps the margins
@@ -284,7 +282,7 @@ for r in range(N_REPLICATES):
     else:
         y_r = mechs["l1"].release(x, rng=rng)
         assert np.all(inv.of(y_r) == t)
-        d_r = cell_draws(fit(y_r, int(rng.integers(2**31))))
+        d_r = cell_draws(fit_table(y_r, int(rng.integers(2**31))))
         assert np.all(inv.of(d_r) == t)
     lo, hi = np.quantile(d_r, [0.05, 0.95], axis=0)
     covered.append((x >= lo) & (x <= hi))

@@ -55,6 +55,7 @@ from privinfer.mechanisms import GeneralizedLaplace  # noqa: E402
 from privinfer.pymc import lattice_latent, observe  # noqa: E402
 from privinfer.lattice import tv_upper_bound  # noqa: E402
 from privinfer.pymc import LatticeMetropolis  # noqa: E402
+from privinfer.workflow import fit, make_release  # noqa: E402
 
 FULL = full_mode()
 OUT = output_dir("intersecting_constraints")
@@ -165,7 +166,8 @@ plt.close(fig)
 # (`lattice_latent`; the published totals are data), and `y ~ generalized Laplace(x)`
 # (`observe`: the exact likelihood up to its x-free normalizing constant).  The counts are
 # sampled by `LatticeMetropolis` (moves along the short lattice basis, local acceptance
-# ratios), the continuous parameters by NUTS.
+# ratios), the continuous parameters by NUTS.  `make_release` draws each release and checks
+# its totals; `privinfer.fit` samples the model below, built from the `Release`.
 #
 # **Asserted**: every draw keeps the three totals and is non-negative; R-hat of `mu, sigma`
 # below 1.05; and over R releases the fraction of true counts inside their 90% intervals is at
@@ -174,24 +176,29 @@ plt.close(fig)
 # effective trials).
 
 # %%
-def fit(y, seed):
+def poisson_model(release):
+    y = release.y
     with pm.Model() as model:
         mu = pm.Normal("mu", np.log(max(y.mean(), 1.0)), 2.0)
         sigma = pm.HalfNormal("sigma", 1.0)
         z = pm.Normal("z", 0.0, 1.0, shape=n)
-        xv = lattice_latent("x", inv, t, prior=pm.Poisson.dist(mu=pt.exp(mu + sigma * z)))
-        observe("y", mechs["l1"], xv, observed=y)
-        idata = pm.sample(DRAWS, tune=TUNE, chains=CHAINS, cores=1, step=[LatticeMetropolis([xv])],
-                          random_seed=seed, progressbar=False, compute_convergence_checks=False)
-    return idata
+        xv = lattice_latent("x", release.invariant, release.t, prior=pm.Poisson.dist(mu=pt.exp(mu + sigma * z)))
+        observe("y", release.mechanism, xv, observed=y)
+    return model
+
+
+def fit_counts(release, seed):
+    return fit(release, poisson_model, draws=DRAWS, tune=TUNE, chains=CHAINS, cores=1, seed=seed,
+               progressbar=False, step=lambda model: [LatticeMetropolis([model["x"]])]).idata
 
 
 covered, summaries = [], []
 t0 = time.perf_counter()
 for r in range(N_REPLICATES):
-    y_r = mechs["l1"].release(x, rng=rng)
+    release = make_release(x, mechs["l1"], rng=rng)
+    y_r = release.y
     assert np.all(C @ y_r == t)
-    idata = fit(y_r, int(rng.integers(2**31)))
+    idata = fit_counts(release, int(rng.integers(2**31)))
     xd = idata.posterior["x"].values.reshape(-1, n)
     assert np.all(xd @ C.T == t) and np.all(xd >= 0)
     rhat = float(az.rhat(idata, var_names=["mu", "sigma"]).to_array().max())

@@ -41,13 +41,13 @@ matplotlib.use("Agg")
 import arviz as az  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pymc as pm  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from privinfer import datasets  # noqa: E402
 from privinfer.case_studies._settings import full_mode, output_dir  # noqa: E402
 from privinfer.mechanisms import ProjectedGaussian  # noqa: E402
 from privinfer.models import spatiotemporal_model  # noqa: E402
+from privinfer.workflow import fit, make_release  # noqa: E402
 
 FULL = full_mode()
 OUT = output_dir("spatiotemporal")
@@ -200,12 +200,11 @@ for f in range(N_FITS):
     x_s = datasets.synthetic_spatiotemporal(rng, groups=g_, hours=h_, buildings=b_, mean_count=20.0).astype(float)
     inv_s = datasets.spatiotemporal_invariant(x_s)
     mech_s = ProjectedGaussian(inv_s, sigma=1.0)
-    y_s = mech_s.release(x_s.ravel(), rng=rng)
+    release = make_release(x_s, mech_s, rng=rng)  # the (G, H, B) shape travels with the release
+    y_s = release.y
     assert np.max(np.abs(inv_s.of(y_s) - inv_s.t)) < 1e-9 * max(1.0, float(x_s.max()))
-    model = spatiotemporal_model(y_s, mech_s, SMALL_SHAPE, inv_s)
-    with model:
-        idata = pm.sample(draws=DRAWS, tune=TUNE, chains=2, cores=1, random_seed=int(rng.integers(2**31)),
-                          progressbar=False, compute_convergence_checks=False)
+    idata = fit(release, spatiotemporal_model, draws=DRAWS, tune=TUNE, chains=2, cores=1,
+                seed=int(rng.integers(2**31)), progressbar=False).idata
     post = idata.posterior["x"].values.reshape(-1, inv_s.n)
     post_viol = max(post_viol, float(np.max(np.abs(inv_s.of(post) - inv_s.t))) / max(1.0, float(x_s.max())))
     lo, hi = np.quantile(post, [0.05, 0.95], axis=0)

@@ -2,17 +2,57 @@
 
 from __future__ import annotations
 
+from typing import Any, Protocol, runtime_checkable
+
 import numpy as np
 
 from privinfer.invariants import Invariant
 
-__all__ = ["is_integer_mechanism", "check_release", "check_invariant", "resolve_t", "check_shape",
-           "fixes_total", "integer_start"]
+__all__ = ["ReleaseLike", "unpack_release", "is_integer_mechanism", "check_mechanism", "check_release",
+           "check_invariant", "resolve_t", "check_shape", "fixes_total", "integer_start", "positive_start"]
+
+
+@runtime_checkable
+class ReleaseLike(Protocol):
+    """What the models read from a release (:class:`privinfer.workflow.Release` is one).
+
+    Declared here, not imported, because the workflow sits above the models: released values
+    ``y`` in cell order, the ``mechanism``, the ``invariant`` kept (with its values ``t``) and
+    the table ``shape`` (or ``None``).
+    """
+
+    y: np.ndarray
+    mechanism: Any
+    invariant: Any
+    t: Any
+    shape: Any
+
+
+def unpack_release(release, model: str, **given) -> tuple:
+    """``(y, mechanism, invariant, t, shape)`` of a :class:`ReleaseLike` first argument.
+
+    ``given`` holds the model's other arguments (mechanism, invariant, t, shape): with a
+    release they must all be ``None`` -- the release carries them -- so a conflicting pair
+    cannot be passed by mistake.
+    """
+    extra = sorted(k for k, v in given.items() if v is not None)
+    if extra:
+        raise TypeError(f"{model}: pass a Release alone, or the release values with {', '.join(extra)}; not both")
+    return release.y, release.mechanism, release.invariant, release.t, release.shape
 
 
 def is_integer_mechanism(mechanism) -> bool:
-    """Whether the mechanism releases integers (``mechanism.integer``; False if absent)."""
-    return bool(getattr(mechanism, "integer", False))
+    """Whether the mechanism releases integers (its declared ``integer``)."""
+    return bool(check_mechanism(mechanism).integer)
+
+
+def check_mechanism(mechanism):
+    """The mechanism, if it has the declared protocol (``n``, ``integer``, ``invariant``, ``logp``)."""
+    try:
+        mechanism.n, mechanism.integer, mechanism.invariant, mechanism.logp  # noqa: B018
+    except AttributeError:
+        raise TypeError("mechanism must be a privinfer mechanism (with n, integer, invariant, release and logp)") from None
+    return mechanism
 
 
 def check_shape(shape, ndim: int, what: str) -> tuple[int, ...]:
@@ -44,9 +84,7 @@ def check_release(release, mechanism, n: int, *, shape=None) -> np.ndarray:
         raise ValueError(f"release must have shape {want}, got {y.shape}")
     if not np.all(np.isfinite(y.astype(float))):
         raise ValueError("release contains non-finite entries (NaN or inf)")
-    m_n = getattr(mechanism, "n", None)
-    if m_n is None or not hasattr(mechanism, "logp"):
-        raise TypeError("mechanism must be a privinfer mechanism (with n, release and logp)")
+    m_n = check_mechanism(mechanism).n
     if int(m_n) != n:
         raise ValueError(f"mechanism acts on {m_n} cells but the release has {n}")
     if is_integer_mechanism(mechanism):
@@ -77,7 +115,7 @@ def resolve_t(invariant: Invariant, t, mechanism=None, release=None) -> np.ndarr
         return invariant.with_t(t).t
     if invariant.t is not None:
         return np.asarray(invariant.t)
-    inv_m = getattr(mechanism, "invariant", None)
+    inv_m = None if mechanism is None else check_mechanism(mechanism).invariant
     if inv_m is not None and release is not None and inv_m.n == invariant.n:
         C = invariant.matrix
         rows = C.toarray() if hasattr(C, "toarray") else np.asarray(C)

@@ -17,6 +17,7 @@ from privinfer._backend import namespace
 from privinfer.pymc import affine_latent, lattice_latent, observe
 
 from ._checks import (
+    ReleaseLike,
     check_invariant,
     check_release,
     check_shape,
@@ -24,6 +25,7 @@ from ._checks import (
     integer_start,
     is_integer_mechanism,
     resolve_t,
+    unpack_release,
 )
 
 __all__ = ["contingency_table_model", "multinomial_gaussian_logp"]
@@ -53,7 +55,8 @@ def multinomial_gaussian_logp(x, total, p):
     return -0.5 * xp.sum(d * d / (total * p)) - 0.5 * xp.sum(xp.log(p))
 
 
-def contingency_table_model(release, mechanism, shape, invariant=None, t=None, *, prior_scale=2.0) -> pm.Model:
+def contingency_table_model(release, mechanism=None, shape=None, invariant=None, t=None, *,
+                            prior_scale=2.0) -> pm.Model:
     r"""Log-linear model of an r x c table with fixed margins, given a privatized release.
 
     Generative story
@@ -90,6 +93,12 @@ def contingency_table_model(release, mechanism, shape, invariant=None, t=None, *
     :math:`p(\alpha,\beta,\gamma)\,\mathrm{Mult}(x; N, p)\,1\{Cx = t\}\,p(y\mid x)` --
     the margins are data, the prior is restricted to the fibre, not renormalized.
 
+    Release
+    -------
+    ``release`` is a :class:`privinfer.workflow.Release` of the table (it carries the released
+    values, the mechanism, the table shape, the invariant and ``t``; pass nothing else), or the
+    released values with ``mechanism``, ``shape`` and optionally ``invariant`` and ``t``.
+
     Invariant and mechanism
     -----------------------
     ``invariant`` defaults to ``invariants.margins(shape, [(0,), (1,)])``; any invariant that
@@ -118,6 +127,14 @@ def contingency_table_model(release, mechanism, shape, invariant=None, t=None, *
     ``InfeasibleInvariantError`` (glue) when ``t`` is inconsistent with a margin-keeping
     release or has no non-negative integer table.
     """
+    if isinstance(release, ReleaseLike):
+        release, mechanism, invariant, t, shape = unpack_release(
+            release, "contingency_table_model", mechanism=mechanism, shape=shape, invariant=invariant, t=t)
+        if shape is None:
+            raise ValueError("contingency_table_model: the release has no table shape")
+    elif mechanism is None or shape is None:
+        raise TypeError("contingency_table_model(release, mechanism, shape, ...): give a Release, or the "
+                        "released values with their mechanism and the table shape")
     shape = check_shape(shape, 2, "rows, columns")
     r, c = shape
     n = r * c

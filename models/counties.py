@@ -14,12 +14,21 @@ import pytensor.tensor as pt
 
 from privinfer.pymc import affine_latent, lattice_latent, observe
 
-from ._checks import check_invariant, check_release, integer_start, is_integer_mechanism, positive_start, resolve_t
+from ._checks import (
+    ReleaseLike,
+    check_invariant,
+    check_release,
+    integer_start,
+    is_integer_mechanism,
+    positive_start,
+    resolve_t,
+    unpack_release,
+)
 
 __all__ = ["county_population_model"]
 
 
-def county_population_model(release, mechanism, invariant, t=None, *, prior_mean=None) -> pm.Model:
+def county_population_model(release, mechanism=None, invariant=None, t=None, *, prior_mean=None) -> pm.Model:
     r"""Hierarchical log-normal--Poisson model of county populations given a release.
 
     Generative story
@@ -41,6 +50,12 @@ def county_population_model(release, mechanism, invariant, t=None, *, prior_mean
     :math:`\log\lambda_i` is pinned by its count to within about :math:`1/\sqrt{x_i}`, the
     regime where the centred form mixes and the non-centred one (:math:`\mu + \sigma z_i`)
     does not (on Nevada's 17 real counties the non-centred form gave R-hat 2.1 for ``mu``).
+
+    Release
+    -------
+    ``release`` is a :class:`privinfer.workflow.Release` (it carries the released values, the
+    mechanism, the invariant and ``t``; pass nothing else), or the released values with
+    ``mechanism``, ``invariant`` and ``t`` given separately.
 
     Invariant and mechanism
     -----------------------
@@ -80,6 +95,12 @@ def county_population_model(release, mechanism, invariant, t=None, *, prior_mean
     glue) when ``t`` is inconsistent with a release that keeps the totals or has no
     non-negative integer solution.
     """
+    if isinstance(release, ReleaseLike):
+        release, mechanism, invariant, t, _ = unpack_release(release, "county_population_model", mechanism=mechanism,
+                                                             invariant=invariant, t=t)
+    elif mechanism is None or invariant is None:
+        raise TypeError("county_population_model(release, mechanism, invariant, t): give a Release, or the "
+                        "released values with their mechanism and invariant")
     inv = check_invariant(invariant, release)
     y = check_release(release, mechanism, inv.n)
     t_val = resolve_t(inv, t, mechanism, y)

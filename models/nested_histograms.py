@@ -13,13 +13,17 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
+from privinfer.mechanisms import LinearGaussian
 from privinfer.pymc import observe
+
+from ._checks import ReleaseLike
 
 __all__ = ["nested_histogram_model", "check_linear_releases"]
 
 
 def check_linear_releases(releases, n_cells: int):
-    """Validate ``[(mechanism, y), ...]``: each mechanism acts on ``n_cells`` and ``y`` has its output length."""
+    """Validate ``[(mechanism, y), ...]`` (or Releases): each mechanism acts on ``n_cells`` and ``y``
+    has its output length."""
     if isinstance(n_cells, bool) or not isinstance(n_cells, (int, np.integer)) or n_cells < 1:
         raise ValueError(f"n_cells must be a positive integer, got {n_cells!r}")
     try:
@@ -30,10 +34,12 @@ def check_linear_releases(releases, n_cells: int):
         raise ValueError("releases must hold at least one (mechanism, y) pair")
     out = []
     for k, pair in enumerate(pairs):
+        if isinstance(pair, ReleaseLike):
+            pair = (pair.mechanism, pair.y)
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"releases[{k}] must be a (mechanism, y) pair")
         mech, y = pair
-        if not (hasattr(mech, "B") and hasattr(mech, "logp") and hasattr(mech, "m")):
+        if not isinstance(mech, LinearGaussian):
             raise TypeError(f"releases[{k}]: the mechanism must be a LinearGaussian (y = B x + noise)")
         if mech.n != n_cells:
             raise ValueError(f"releases[{k}]: the mechanism acts on {mech.n} cells, not n_cells = {n_cells}")
@@ -80,7 +86,7 @@ def nested_histogram_model(releases, n_cells, *, total=None, shape=None) -> pm.M
 
     Releases
     --------
-    ``releases`` lists ``(mechanism, y)`` pairs, each a
+    ``releases`` lists ``(mechanism, y)`` pairs (or :class:`privinfer.workflow.Release` values), each a
     :class:`~privinfer.mechanisms.LinearGaussian` on the ``n_cells`` cells (``y = B x +
     N(0, Sigma)``; ``y`` of length ``mechanism.m``) -- e.g. the common mechanism's output and
     its residual mechanisms, or several bucketizations.  Each enters with its exact

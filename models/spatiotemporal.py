@@ -14,7 +14,15 @@ import pytensor.tensor as pt
 
 from privinfer.pymc import affine_latent, observe
 
-from ._checks import check_invariant, check_release, check_shape, is_integer_mechanism, resolve_t
+from ._checks import (
+    ReleaseLike,
+    check_invariant,
+    check_release,
+    check_shape,
+    is_integer_mechanism,
+    resolve_t,
+    unpack_release,
+)
 
 __all__ = ["spatiotemporal_model", "poisson_gaussian_logp", "harmonic_basis"]
 
@@ -56,7 +64,8 @@ def _effect(name, size, sigma):
     return pm.ZeroSumNormal(name, sigma=sigma, shape=size)
 
 
-def spatiotemporal_model(release, mechanism, shape, invariant, t=None, *, n_harmonics: int = 1) -> pm.Model:
+def spatiotemporal_model(release, mechanism=None, shape=None, invariant=None, t=None, *,
+                         n_harmonics: int = 1) -> pm.Model:
     r"""Poisson log-linear model of a (groups, hours, buildings) table given a release.
 
     Generative story
@@ -98,6 +107,9 @@ def spatiotemporal_model(release, mechanism, shape, invariant, t=None, *, n_harm
     ``release`` may be flat or shaped (G, H, B).  ``t`` defaults to ``invariant.t``, else is
     read off a release that keeps the invariant.
 
+    ``release`` may also be a :class:`privinfer.workflow.Release` of the (G, H, B) table (it
+    carries the values, mechanism, shape, invariant and ``t``; pass nothing else).
+
     Sample with ``pm.sample(init="jitter+adapt_full")``: the log-linear effects and the
     fibre coordinates are correlated, and a dense mass matrix keeps NUTS's steps long.
 
@@ -107,6 +119,12 @@ def spatiotemporal_model(release, mechanism, shape, invariant, t=None, *, n_harm
     another size, an integer mechanism (use a continuous release here), or missing ``t``;
     ``InfeasibleInvariantError`` (glue) when ``t`` is inconsistent with the release.
     """
+    if isinstance(release, ReleaseLike):
+        release, mechanism, invariant, t, shape = unpack_release(
+            release, "spatiotemporal_model", mechanism=mechanism, shape=shape, invariant=invariant, t=t)
+    if mechanism is None or shape is None or invariant is None:
+        raise TypeError("spatiotemporal_model(release, mechanism, shape, invariant, ...): give a Release of a "
+                        "3-way table, or the released values with their mechanism, shape and invariant")
     shape = check_shape(shape, 3, "groups, hours, buildings")
     G, H, B = shape
     n = G * H * B

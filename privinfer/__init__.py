@@ -9,8 +9,22 @@ Subpackages and modules
 ``samplers``     lattice samplers, couplings and PyMC step methods
 ``pymc``         thin glue that puts mechanisms and constrained latents into PyMC models
 ``models``       reference Bayesian models
+``workflow``     the release-to-fit spine: ``Release``, ``make_release``, ``read_release``, ``fit``
+
+``privinfer.Release``, ``make_release``, ``read_release`` and ``fit`` are loaded on first use,
+so ``import privinfer`` stays light (no PyMC until a model is fitted).
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "Release", "make_release", "read_release", "fit", "FitResult"]
+
+_WORKFLOW = {"Release", "make_release", "read_release", "fit", "FitResult"}
+
+
+def __getattr__(name):
+    if name in _WORKFLOW:
+        from . import workflow
+
+        return getattr(workflow, name)
+    raise AttributeError(f"module 'privinfer' has no attribute {name!r}")

@@ -2,17 +2,18 @@
 
 ``privinfer demo``
     the main job on embedded data: release the delinquent-children table keeping its margins,
-    fit the contingency-table model, print a report and save a figure (:mod:`privinfer.report`).
+    fit the contingency-table model, print a report and save a figure (:mod:`privinfer.workflow.demo`).
 ``privinfer release IN.csv OUT.csv``
     privatize counts keeping an invariant; writes the release and a JSON metadata sidecar
-    (:mod:`privinfer.release_files`).
+    (:func:`privinfer.workflow.release.release_counts_file`).
 ``privinfer fit RELEASE.csv --model county|contingency``
-    fit a reference model (:mod:`privinfer.models`) to a release; writes the posterior
-    (NetCDF), a per-cell summary and ArviZ's summary.
+    fit a reference model (:mod:`privinfer.models`) to a release (:func:`privinfer.workflow.fit`);
+    writes the posterior (NetCDF), a per-cell summary and ArviZ's summary.
 ``privinfer case-study NAME [--full]``
     run one of the case studies shipped as :mod:`privinfer.case_studies`.
 
-Errors caused by the user's files or options are reported as one line on stderr
+This module only parses arguments, calls the workflow and prints.  Errors caused by the
+user's files or options are reported as one line on stderr
 (``privinfer: error: ...``) with exit status 2; ``--debug`` shows the traceback instead.
 """
 
@@ -87,7 +88,7 @@ def _add_sampling(p, draws, tune):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .release_files import MECHANISMS
+    from .workflow.codec import MECHANISMS
 
     p = _Parser(
         prog="privinfer",
@@ -112,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the generalized Laplace mechanism on the lattice of its row and column margins, fit the "
         "contingency-table model with PyMC (LatticeMetropolis for the integer cells, NUTS for the "
         "log-linear parameters), and report truth vs posterior, convergence and coverage."))
-    from .report import DEFAULT_DRAWS, DEFAULT_TUNE
+    from .workflow.demo import DEFAULT_DRAWS, DEFAULT_TUNE
 
     _add_sampling(d, DEFAULT_DRAWS, DEFAULT_TUNE)
     d.add_argument("--epsilon", type=_number, default=None,
@@ -169,64 +170,30 @@ def build_parser() -> argparse.ArgumentParser:
 # =============================================================================================
 # commands
 # =============================================================================================
-def _seed(seed):
-    """The seed to use: the given one, or fresh OS entropy (printed by the caller)."""
-    if seed is not None:
-        return int(seed)
-    import numpy as np
-
-    return int(np.random.SeedSequence().entropy % (2**63))
-
-
 def cmd_demo(args) -> int:
-    from .report import run_demo
+    from .workflow import demo
 
-    report = run_demo(draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,
-                      seed=args.seed, output=args.output, epsilon=args.epsilon,
-                      progressbar=not args.no_progress, echo=print)
+    report = demo.run_demo(draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,
+                           seed=args.seed, output=args.output, epsilon=args.epsilon,
+                           progressbar=not args.no_progress, echo=print)
     print(report.text())
     return 0
 
 
 def cmd_release(args) -> int:
-    from . import release_files as R
-    from .invariants import InfeasibleInvariantError
+    from .workflow.release import release_counts_file
 
-    spec = R.InvariantSpec.parse(args.invariant)
-    info = R.MECHANISMS[args.mechanism]
-    if info.invariant == "none" and spec.kind != "none":
-        raise CliError(f"mechanism {args.mechanism} keeps no invariant: pass --invariant none")
-    if info.invariant == "required" and spec.kind == "none":
-        raise CliError(f"mechanism {args.mechanism} keeps an invariant: choose --invariant total, "
-                       "groups:COLUMN, margins or margins:ROW,COL")
-    src, dst = Path(args.input), Path(args.output)
-    meta_path = Path(args.metadata) if args.metadata else R.metadata_path_for(dst)
-    if dst.resolve() == src.resolve() or meta_path.resolve() == src.resolve():
-        raise CliError("the output would overwrite the input file")
-    table = R.read_counts(src, spec, args.column, integer=info.integer, keep=args.keep)
-    inv = R.build_invariant(table)
-    params = {"epsilon": args.epsilon, "delta": args.delta, "sigma": args.sigma,
-              "sensitivity": args.sensitivity, "norm": args.norm}
-    mech = R.build_mechanism(args.mechanism, inv, table.n, **params)
-    x = table.values.astype("int64") if info.integer else table.values
-    t = None
-    if inv is not None:
-        t = inv.of(x)
-        if info.integer:
-            t = t.round().astype("int64")
-        inv = inv.with_t(t)
-    y = mech.release(x, rng=args.seed)
-    if inv is not None and not inv.satisfied_by(y.astype(float), t):  # checked on every release
-        raise InfeasibleInvariantError("internal error: the release does not keep the invariant")
-    R.write_release(dst, table, y, integer=info.integer)
-    meta = R.release_metadata(table, mech, args.mechanism, params, inv, t)
-    R.write_metadata(meta_path, meta)
-    print(f"released {table.n} cells with {args.mechanism}; invariant: {spec}"
-          + (f" ({inv.m} published totals kept exactly)" if inv is not None else ""))
-    print(f"guarantee: {mech.guarantee.definition} "
+    rel, dst, meta_path = release_counts_file(
+        args.input, args.output, invariant=args.invariant, mechanism=args.mechanism, column=args.column,
+        keep=args.keep, metadata=args.metadata, rng=args.seed, epsilon=args.epsilon, delta=args.delta,
+        sigma=args.sigma, sensitivity=args.sensitivity, norm=args.norm)
+    print(f"released {rel.n} cells with {args.mechanism}; invariant: {rel.invariant_text}"
+          + (f" ({rel.invariant.m} published totals kept exactly)" if rel.invariant is not None else ""))
+    g = rel.guarantee
+    print(f"guarantee: {g.definition} "
           + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                      for k, v in mech.guarantee.parameters.items() if v is not None))
-    if not info.transparent:
+                      for k, v in g.parameters.items() if v is not None))
+    if not rel.transparent:
         print("note: this baseline is not transparent (its noise law depends on the data): "
               "'privinfer fit' cannot use it")
     print(f"wrote {dst} and {meta_path}")
@@ -234,11 +201,11 @@ def cmd_release(args) -> int:
 
 
 def cmd_fit(args) -> int:
-    from .fitting import fit_release
+    from .workflow import fit, read_release
 
-    result = fit_release(args.release, metadata=args.metadata, model=args.model, draws=args.draws,
-                         tune=args.tune, chains=args.chains, cores=args.cores, seed=_seed(args.seed),
-                         output=args.output, progressbar=not args.no_progress, echo=print)
+    rel = read_release(args.release, args.metadata)
+    result = fit(rel, args.model, draws=args.draws, tune=args.tune, chains=args.chains, cores=args.cores,
+                 seed=args.seed, output=args.output, progressbar=not args.no_progress, echo=print)
     print(result.text())
     return 0
 

@@ -361,9 +361,9 @@ def test_debug_shows_the_traceback(tmp_path):
 def test_errors_from_other_libraries_keep_their_traceback(tmp_path, monkeypatch, capsys):
     # a ValueError raised outside privinfer (here: int() called from this test module) is a
     # defect, not a user error: it must not be reduced to one line
-    import privinfer.release_files as R
+    import privinfer.workflow.files as F
 
-    monkeypatch.setattr(R, "read_counts", lambda *a, **k: int("not a number"))
+    monkeypatch.setattr(F, "read_counts", lambda *a, **k: int("not a number"))
     src = write_csv(tmp_path / "in.csv", ["n"], [[5], [7]])
     with pytest.raises(ValueError, match="invalid literal"):
         cli.main(["release", str(src), str(tmp_path / "o.csv"), "--epsilon", "1"])
@@ -419,7 +419,7 @@ def test_case_study_runs_module_as_main_with_settings(tmp_path, monkeypatch, cap
 
 
 def test_demo_command_passes_options_to_run_demo(monkeypatch, capsys, tmp_path):
-    import privinfer.report as report
+    import privinfer.workflow.demo as report
 
     seen = {}
 

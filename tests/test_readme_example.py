@@ -49,3 +49,24 @@ def test_readme_command_lines_parse():
     for ln in lines:
         args = parser.parse_args(shlex.split(ln)[1:])  # exits with status 2 on an unknown option
         assert args.command in cli.COMMANDS
+
+
+@pytest.mark.slow
+def test_readme_workflow_lines_run(tmp_path, monkeypatch):
+    import privinfer
+    from privinfer import datasets, invariants
+    from privinfer.mechanisms import GeneralizedLaplace
+
+    (code,) = [b for b in blocks("text") if "make_release" in b]
+    small = code.replace("draws=1000, tune=1000, seed=7)", "draws=100, tune=100, seed=7, progressbar=False)")
+    assert small.count("progressbar=False") == 1, "the README's fit call changed: update this test"
+    monkeypatch.chdir(tmp_path)
+    x = datasets.delinquent_children().ravel()
+    ns = {"privinfer": privinfer, "x": x,
+          "mechanism": GeneralizedLaplace(invariants.margins((4, 4), [(0,), (1,)]), epsilon=0.5)}
+    exec(compile(small, str(README), "exec"), ns)
+    assert (tmp_path / "release.csv").exists() and (tmp_path / "release.json").exists()
+    release, result = ns["release"], ns["result"]
+    assert release.shape == (4, 4) and np.array_equal(release.t, ns["mechanism"].invariant.of(x))
+    draws = result.draws("x")
+    assert np.all(release.invariant.of(draws) == release.t)  # every draw keeps the margins

@@ -264,6 +264,13 @@ class Mechanism(abc.ABC):
     def logp(self, y, x):
         """Log-likelihood ``log p(y | x)`` (NumPy or PyTensor)."""
 
+    def sampler_description(self) -> dict | None:
+        """How ``release`` draws the noise, when there is more to say than "exactly, by a
+        textbook sampler" (e.g. the lattice mechanisms: exact method, or MCMC sweeps and the
+        coupling estimate behind its delta); ``None`` otherwise.  Public: written to release
+        metadata."""
+        return None
+
     def local_logp(self):
         r"""The noise log-density as a :class:`~privinfer.lattice.LocalLogDensity` in
         :math:`e = y - x` (up to a constant, on the support), so lattice samplers can score a

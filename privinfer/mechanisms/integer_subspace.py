@@ -269,6 +269,19 @@ class _LatticeMechanism(AdditiveMechanism):
         """The noise log-density as a :class:`~privinfer.lattice.LocalLogDensity` in ``e = y - x``."""
         return self.target
 
+    def sampler_description(self) -> dict:
+        """``{"exact": bool, "method": ...}`` plus, for MCMC, the sweeps run and the coupling
+        certificate behind the estimated TV distance (see module docstring)."""
+        if self.exact:
+            return {"exact": True, "method": self.exact_sampler.method}
+        out = {"exact": False, "method": "gibbs-within-metropolis", "sweeps": int(self.burn_in())}
+        cert = self.certificate
+        if cert is not None:
+            out.update({"certified_sweeps": int(cert.burn_in), "tv_threshold": float(cert.threshold),
+                        "lag": int(cert.lag), "coupling_replicates": int(cert.n_replicates),
+                        "tv_eta": float(self.tv_eta())})
+        return out
+
     def _sampler_parameters(self) -> dict:
         if self.exact:
             return {"sampler": f"exact ({self.exact_sampler.method})", "delta_method": "exact sampling: delta = 0"}
