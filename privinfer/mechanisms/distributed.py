@@ -7,6 +7,10 @@ run the mechanism on the zero vector and subtract it) and release ``y_l = x_l + 
 in isolation.  The assembled ``y`` equals the centralized release ``mech.release(x,
 rng=seed)`` exactly (same generator, same draws), hence keeps the global invariant
 ``C y = C x`` although no agent sees ``t``.
+
+The shared draw is the mechanism's own ``sample_noise``, so lattice mechanisms use their exact
+sampler wherever one exists (:attr:`~privinfer.mechanisms.GeneralizedLaplace.exact`): every
+agent then releases with the mechanism's exact law and guarantee (``delta = 0``).
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._backend import namespace
 from .._rng import as_generator
@@ -138,7 +139,8 @@ class _LatticeMechanism(AdditiveMechanism):
         if sampler not in ("auto", "exact", "mcmc"):
             raise ValueError(f"sampler must be 'auto', 'exact' or 'mcmc', not {sampler!r}")
         self.invariant = invariant
-        self._Cint = invariant.integer_matrix()
+        # sparse int64 C: the exact check of every release costs O(nnz), not O(m n)
+        self._Cint = sp.csr_matrix(invariant.matrix).astype(np.int64)
         self.sampler = sampler
         self.min_acceptance = float(min_acceptance)
         if not (0 < self.min_acceptance <= 1):
