@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+import scipy.sparse as sp
 
 from privinfer.invariants import Invariant
 
@@ -118,7 +119,7 @@ def resolve_t(invariant: Invariant, t, mechanism=None, release=None) -> np.ndarr
     inv_m = None if mechanism is None else check_mechanism(mechanism).invariant
     if inv_m is not None and release is not None and inv_m.n == invariant.n:
         C = invariant.matrix
-        rows = C.toarray() if hasattr(C, "toarray") else np.asarray(C)
+        rows = C.toarray() if sp.issparse(C) else np.asarray(C)
         resid = inv_m.project_null(rows.astype(float))
         if np.max(np.abs(resid)) <= 1e-9 * max(1.0, np.max(np.abs(rows))):
             return invariant.with_t(invariant.of(np.asarray(release, dtype=float))).t

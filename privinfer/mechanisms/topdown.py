@@ -85,6 +85,7 @@ __all__ = [
     "NonTransparentMechanismError",
     "TopDownBaseline",
     "nonnegative_projection",
+    "dual_newton_projection",
     "simplex_projection_groups",
     "largest_remainder_rounding",
     "controlled_rounding",
@@ -130,7 +131,7 @@ def simplex_projection_groups(m, codes, totals) -> np.ndarray:
     return np.maximum(m - tau[codes], 0.0)
 
 
-def _dual_newton_projection(m, C, t, max_iter=500):
+def dual_newton_projection(m, C, t, max_iter=500):
     """Projection onto {z >= 0, C z = t} by semismooth Newton on the dual (module docstring)."""
     C = sp.csr_matrix(C)
     k = C.shape[0]
@@ -189,7 +190,7 @@ def nonnegative_projection(m, invariant: Invariant, t=None) -> np.ndarray:
     if invariant.partition is not None:
         return simplex_projection_groups(m, invariant.partition.codes, t)
     try:
-        return _dual_newton_projection(m, invariant.matrix, t)
+        return dual_newton_projection(m, invariant.matrix, t)
     except RuntimeError:
         # an empty feasible set makes the dual unbounded; say so if that is the reason
         invariant.feasible_point(t, nonnegative=True)  # raises InfeasibleInvariantError

@@ -5,8 +5,9 @@ r"""Put a mechanism's exact likelihood for a released ``y`` into a PyMC model.
 mechanism's own ``release`` -- so ``pm.sample_posterior_predictive`` draws releases with
 exactly the curator's law.
 
-Mechanisms without a closed-form density (projected Laplace, Subspace DP Cor. 17) set
-``requires_augmentation`` and expose ``augmentation_dim`` and ``augmented_logp(y, x, r)``: the joint density of the release and the row-space part ``r``
+Mechanisms without a closed-form density (projected Laplace, Subspace DP Cor. 17) declare an
+``augmentation`` (:class:`~privinfer.mechanisms.Augmentation`: ``dim`` and ``logp(y, x, r)``,
+the joint density of the release and the row-space part ``r``
 of the raw Laplace noise (``e = (y - x) + R r``, ``R`` an orthonormal row-space basis,
 ``p(e) = prod_i Lap(e_i)``).  For those, ``observe`` adds the free latent ``f"{name}_r"``
 (dimension ``rank C``) and the augmented density as a Potential; marginalizing ``r`` gives
@@ -21,30 +22,28 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from ..invariants import InfeasibleInvariantError
+from ..mechanisms import Mechanism
 from .registry import ObservedRelease, model_registry
 
 __all__ = ["observe", "posterior_predictive_releases"]
 
 
-def _output_length(mechanism) -> int:
-    """Length of a release: ``mechanism.m`` for linear queries ``y = B x + noise``, else ``n``."""
-    return int(getattr(mechanism, "m", mechanism.n))
-
-
 def _check_release(mechanism, y, latent_info):
-    m = _output_length(mechanism)
+    if not isinstance(mechanism, Mechanism):
+        raise TypeError(f"mechanism must be a privinfer mechanism, not {type(mechanism).__name__}")
+    m = mechanism.m
     y = np.asarray(y)
     if y.shape != (m,):
         raise ValueError(f"observed release must have shape ({m},), got {y.shape}")
     if not np.all(np.isfinite(y.astype(float))):
         raise ValueError("observed release contains non-finite entries")
-    if getattr(mechanism, "integer", False) and np.any(y != np.round(y)):
+    if mechanism.integer and np.any(y != np.round(y)):
         raise ValueError("observed release of an integer mechanism must hold integers")
-    inv_m = getattr(mechanism, "invariant", None)
+    inv_m = mechanism.invariant
     if inv_m is not None and latent_info is not None:
         # every x on the latent's fibre has the same C_m x when C_m's rows lie in the row
         # space of the latent's invariant; the release must reproduce it exactly
-        x0 = np.asarray(latent_info.initval if hasattr(latent_info, "initval") else latent_info.x0, dtype=float)
+        x0 = np.asarray(latent_info.point, dtype=float)
         t_m = inv_m.of(x0)
         if not inv_m.satisfied_by(y.astype(float), t_m):
             raise InfeasibleInvariantError(
@@ -63,17 +62,18 @@ def observe(name: str, mechanism, x, observed, *, model=None):
     """
     model = pm.modelcontext(model)
     reg = model_registry(model)
-    xname = getattr(x, "name", None)
+    xname = x.name if isinstance(x, pt.TensorVariable) else None
     info = reg["lattice"].get(xname) or reg["affine"].get(xname)
     y = _check_release(mechanism, observed, info)
-    dtype = "int64" if getattr(mechanism, "integer", False) else "float64"
+    dtype = "int64" if mechanism.integer else "float64"
     y = y.astype(dtype)
     if info is not None:
         info.releases.append(ObservedRelease(name, mechanism, y))
 
-    if getattr(mechanism, "requires_augmentation", False):
-        r = pm.Flat(f"{name}_r", shape=(mechanism.augmentation_dim,))
-        pm.Potential(f"{name}_loglik", mechanism.augmented_logp(pt.as_tensor_variable(y), x, r))
+    aug = mechanism.augmentation
+    if aug is not None:
+        r = pm.Flat(f"{name}_r", shape=(aug.dim,))
+        pm.Potential(f"{name}_loglik", aug.logp(pt.as_tensor_variable(y), x, r))
         return r
 
     def logp(value, xx, *_):
@@ -85,7 +85,7 @@ def observe(name: str, mechanism, x, observed, *, model=None):
             xx = np.broadcast_to(xx, tuple(np.atleast_1d(size)) + xx.shape[-1:])
         return np.asarray(mechanism.release(np.array(xx), rng=rng)).astype(dtype)
 
-    m = _output_length(mechanism)
+    m = mechanism.m
     if m == mechanism.n:
         return pm.CustomDist(name, x, logp=logp, random=random, observed=y, signature="(n)->(n)", dtype=dtype)
     # a release of another length (y = B x + noise): a second, shape-only parameter of

@@ -32,6 +32,11 @@ class LatticeLatentInfo:
     initval: np.ndarray
     releases: list = field(default_factory=list)
 
+    @property
+    def point(self) -> np.ndarray:
+        """A point of the latent's fibre (its initial value)."""
+        return self.initval
+
 
 @dataclass
 class AffineLatentInfo:
@@ -40,6 +45,11 @@ class AffineLatentInfo:
     t: np.ndarray
     x0: np.ndarray
     releases: list = field(default_factory=list)
+
+    @property
+    def point(self) -> np.ndarray:
+        """A point of the latent's affine subspace (the least-norm one)."""
+        return self.x0
 
 
 def model_registry(model) -> dict:
