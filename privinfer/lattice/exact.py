@@ -77,7 +77,14 @@ import numpy as np
 from scipy.special import gammaln
 
 from .._rng import as_generator
-from .laws import as_rational, bernoulli_exp_neg, sample_discrete_gaussian, sample_discrete_laplace, sample_geometric
+from .laws import (
+    as_rational,
+    bernoulli_exp_neg,
+    sample_discrete_gaussian,
+    sample_discrete_laplace,
+    sample_geometric,
+    size_tuple,
+)
 from .moves import free_cell_basis
 
 __all__ = [
@@ -256,6 +263,18 @@ def _exact_mode(k: int, b: Fraction) -> int:
     return t
 
 
+def _partition_tasks(codes, size):
+    """Layout of the groups and the pending (replicate, group) tasks of a partition sampler:
+    ``(sizes, order, starts, shape, out, rep_ids, grp_ids)`` with ``out`` zeros of shape
+    ``(replicates, n)`` (groups of one cell keep 0) and ``shape = size + (n,)``."""
+    codes, sizes, order, starts = _group_layout(codes)
+    size = size_tuple(size)
+    reps = int(np.prod(size)) if size else 1
+    out = np.zeros((reps, codes.size), dtype=np.int64)
+    big = np.flatnonzero(sizes >= 2)
+    return sizes, order, starts, size + (codes.size,), out, np.repeat(np.arange(reps), big.size), np.tile(big, reps)
+
+
 def _uniform_composition(rng, total: int, k: int) -> np.ndarray:
     """A uniformly random composition of ``total`` into ``k`` non-negative parts (stars and
     bars: k - 1 distinct bar positions among total + k - 1, chosen uniformly)."""
@@ -274,19 +293,9 @@ def sample_partition_double_geometric(rng, codes, scale, size=()) -> np.ndarray:
     """
     rng = as_generator(rng)
     b = as_rational(scale, "scale")
-    codes, sizes, order, starts = _group_layout(codes)
-    n = codes.size
-    size = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
-    reps = int(np.prod(size)) if size else 1
-    out = np.zeros((reps, n), dtype=np.int64)
-    big = np.flatnonzero(sizes >= 2)
-    if big.size == 0:
-        return out.reshape(size + (n,))
+    sizes, order, starts, shape, out, rep_ids, grp_ids = _partition_tasks(codes, size)
     bf = float(b)
-    modes = {int(k): _exact_mode(int(k), b) for k in np.unique(sizes[big])}
-    # pending (replicate, group) tasks
-    rep_ids = np.repeat(np.arange(reps), big.size)
-    grp_ids = np.tile(big, reps)
+    modes = {int(k): _exact_mode(int(k), b) for k in np.unique(sizes[grp_ids])}
     while rep_ids.size:
         ks = sizes[grp_ids]
         G = sample_geometric(b, int(ks.sum()), rng)
@@ -306,21 +315,14 @@ def sample_partition_double_geometric(rng, codes, scale, size=()) -> np.ndarray:
             cells = order[starts[g]:starts[g] + k]
             out[r, cells] = Gi - Hi
         rep_ids, grp_ids = rep_ids[~keep], grp_ids[~keep]
-    return out.reshape(size + (n,))
+    return out.reshape(shape)
 
 
 def sample_partition_rejection(rng, codes, law, size=()) -> np.ndarray:
     r"""Exact draws of iid noise of ``law`` conditioned on zero group sums, by the
     one-dependent-cell rejection scheme of the module docstring (any law with its mode at 0)."""
     rng = as_generator(rng)
-    codes, sizes, order, starts = _group_layout(codes)
-    n = codes.size
-    size = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
-    reps = int(np.prod(size)) if size else 1
-    out = np.zeros((reps, n), dtype=np.int64)
-    big = np.flatnonzero(sizes >= 2)
-    rep_ids = np.repeat(np.arange(reps), big.size)
-    grp_ids = np.tile(big, reps)
+    sizes, order, starts, shape, out, rep_ids, grp_ids = _partition_tasks(codes, size)
     while rep_ids.size:
         ks = sizes[grp_ids] - 1
         draws = law.sample(rng, int(ks.sum()))
@@ -333,7 +335,7 @@ def sample_partition_rejection(rng, codes, law, size=()) -> np.ndarray:
             out[r, cells[:-1]] = draws[bounds[i]:bounds[i + 1]]
             out[r, cells[-1]] = -s[i]
         rep_ids, grp_ids = rep_ids[~keep], grp_ids[~keep]
-    return out.reshape(size + (n,))
+    return out.reshape(shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,7 +377,7 @@ class FreeCellRejection:
 
     def sample(self, rng, size=(), batch: int = 256) -> np.ndarray:
         rng = as_generator(rng)
-        size = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        size = size_tuple(size)
         m = int(np.prod(size)) if size else 1
         out = np.empty((m, self.n), dtype=np.int64)
         got = 0

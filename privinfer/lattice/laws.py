@@ -248,6 +248,21 @@ def _int64_safe(t: int, s: int) -> bool:
     return t < SAFE_INT and s < SAFE_INT and t * (64 + 1) < 2**62
 
 
+def _draw_scaled(flat_fn, scalar_fn, scale, size, rng) -> np.ndarray:
+    """Draws of shape ``size`` of a law with rational scale ``t/s``: the vectorized int64
+    path when the integers fit, else the same algorithm in Python integers."""
+    rng = as_generator(rng)
+    b = as_rational(scale, "scale")
+    t, s = b.numerator, b.denominator
+    shape = size_tuple(size)
+    m = int(np.prod(shape)) if shape else 1
+    if _int64_safe(t, s):
+        flat = flat_fn(t, s, m, rng)
+    else:
+        flat = np.array([scalar_fn(t, s, rng) for _ in range(m)], dtype=np.int64)
+    return flat.reshape(shape) if shape else flat[0]
+
+
 def sample_geometric(scale, size=(), rng=None) -> np.ndarray:
     r"""Exact draws of the geometric law :math:`P(g) = (1-a)a^g` on {0, 1, ...},
     :math:`a = e^{-1/b}`, ``scale`` = :math:`b` (rational, see :func:`as_rational`).
@@ -255,16 +270,7 @@ def sample_geometric(scale, size=(), rng=None) -> np.ndarray:
     CKS 2020 Algorithm 2 without the sign: :math:`X = U + tV` is Geometric(:math:`1-e^{-1/t}`)
     and :math:`\lfloor X/s\rfloor` is Geometric(:math:`1 - e^{-s/t}`) for :math:`b = t/s`.
     """
-    rng = as_generator(rng)
-    b = as_rational(scale, "scale")
-    t, s = b.numerator, b.denominator
-    shape = size_tuple(size)
-    m = int(np.prod(shape)) if shape else 1
-    if _int64_safe(t, s):
-        flat = _geometric_flat(t, s, m, rng)
-    else:
-        flat = np.array([_geometric_scalar(t, s, rng) for _ in range(m)], dtype=np.int64)
-    return flat.reshape(shape) if shape else flat[0]
+    return _draw_scaled(_geometric_flat, _geometric_scalar, scale, size, rng)
 
 
 def _discrete_laplace_flat(t: int, s: int, m: int, rng) -> np.ndarray:
@@ -296,16 +302,7 @@ def sample_discrete_laplace(scale, size=(), rng=None) -> np.ndarray:
     ``scale`` is :math:`b` (rational, see :func:`as_rational`).  CKS 2020 Algorithm 2.
     Returns int64 of shape ``size``.
     """
-    rng = as_generator(rng)
-    b = as_rational(scale, "scale")
-    t, s = b.numerator, b.denominator
-    shape = size_tuple(size)
-    m = int(np.prod(shape)) if shape else 1
-    if _int64_safe(t, s):
-        flat = _discrete_laplace_flat(t, s, m, rng)
-    else:
-        flat = np.array([_discrete_laplace_scalar(t, s, rng) for _ in range(m)], dtype=np.int64)
-    return flat.reshape(shape) if shape else flat[0]
+    return _draw_scaled(_discrete_laplace_flat, _discrete_laplace_scalar, scale, size, rng)
 
 
 #: Paper name (Dharangutte et al. 2023, Sec. 4) for the same law.

@@ -106,7 +106,7 @@ from ..lattice import (
     moves_for,
 )
 from ..lattice.kernels import resolve_jump_scales, sweep_inplace
-from ..lattice.laws import as_rational
+from ..lattice.laws import as_rational, size_tuple
 from .base import AdditiveMechanism, Guarantee
 
 __all__ = ["GeneralizedLaplace", "GeneralizedGaussian", "default_moves"]
@@ -253,7 +253,7 @@ class _LatticeMechanism(AdditiveMechanism):
 
     def sample_noise(self, size=(), rng=None) -> np.ndarray:
         rng = as_generator(rng)
-        size = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        size = size_tuple(size)
         m = int(np.prod(size)) if size else 1
         if self.exact:
             e = self.exact_sampler.sample(rng, (m,))
