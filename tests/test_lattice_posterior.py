@@ -67,6 +67,35 @@ def test_counties_total_exact_posterior(step_cls):
 
 
 @pytest.mark.slow
+def test_plain_pm_sample_assigns_the_lattice_step_and_matches_the_exact_posterior():
+    # Without step=: PyMC must pick LatticeMetropolis for the lattice latent by itself (its
+    # own samplers cannot move on the fibre) and NUTS for nothing else; same exact posterior
+    # and tolerances as test_counties_total_exact_posterior.
+    inv = I.total(4)
+    mu = np.array([2.0, 5.0, 3.0, 6.0])
+    y = np.array([3, 5, 3, 2])
+    scale = 1.2
+    with pm.Model() as model:
+        x = lattice_latent("x", inv, [15], prior=pm.Poisson.dist(mu=mu))
+        observe("y", DoubleGeometric(4, scale=scale), x, observed=y)
+        idata = pm.sample(3000, tune=500, chains=3, cores=1, random_seed=12,
+                          progressbar=False, compute_convergence_checks=False)
+    assert "lattice_accept" in idata.sample_stats
+    assert len(np.unique(idata.posterior["x"].values.reshape(-1, 4), axis=0)) > 50  # the chain moves
+    pts = enumerate_fibre(inv, [15])
+    _check_against_exact(idata, pts, _poisson_dg_logw(pts, mu, y, scale))
+    assert np.all(idata.posterior["x"].values.sum(-1) == 15)
+    # step assignment by competence, not by names: two lattice latents get one step each
+    from pymc.sampling.mcmc import assign_step_methods
+
+    with model:
+        lattice_latent("w", I.total(3), [4])
+        _, selected = assign_step_methods(model, None, methods=pm.STEP_METHODS)
+    assert set(selected) == {LatticeMetropolis}
+    assert {v.name for v in selected[LatticeMetropolis]} == {"x", "w"}
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("noise", ["double-geometric", "generalized-laplace-l1", "generalized-laplace-l2"])
 def test_two_way_table_multinomial_prior_exact_posterior(noise):
     # 2 x 3 table with fixed row and column totals (total 12), multinomial prior given the

@@ -9,7 +9,9 @@
 
 from .latents import affine_latent, constrained_vector, lattice_latent, prior_logp
 from .observe import observe, posterior_predictive_releases
-from .steps import LatticeGibbs, LatticeMetropolis, lattice_steps
+from .steps import LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
+
+register_step_methods()
 
 __all__ = [
     "observe",

@@ -139,7 +139,9 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
         if the prior gives probability zero to the initial point (pass ``initval`` inside
         the prior's support).
 
-    Sample ``x`` with :class:`privinfer.pymc.LatticeMetropolis` (or ``LatticeGibbs``).
+    Plain ``pm.sample()`` samples ``x`` with :class:`privinfer.pymc.LatticeMetropolis` (its
+    competence for this variable's op is IDEAL, so PyMC assigns it by itself); pass
+    ``step=lattice_steps(model, step_class=LatticeGibbs)`` for heat-bath moves.
     """
     model = pm.modelcontext(model)
     inv, t = _as_invariant(invariant, t)
@@ -168,7 +170,11 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
         shape=(inv.n,),
         initval=x0,
         dims=dims,
+        class_name="LatticeLatent",
     )
+    # the variable's own op says what it is, so PyMC's step assignment (the competence of
+    # LatticeMetropolis) recognizes it without looking at names
+    type(x.owner.op).lattice_latent = True
     if prior is not None:
         lp = prior_logp(prior, x)
         pm.Potential(f"{name}_prior", lp)

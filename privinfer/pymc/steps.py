@@ -53,7 +53,7 @@ from ..lattice.laws import nonzero_double_geometric
 from .local_posterior import LocalPosterior
 from .registry import model_registry
 
-__all__ = ["LatticeMetropolis", "LatticeGibbs", "lattice_steps"]
+__all__ = ["LatticeMetropolis", "LatticeGibbs", "lattice_steps", "register_step_methods"]
 
 #: Target acceptance rate of the single-direction moves during tuning.
 TARGET_ACCEPT = 0.44
@@ -99,7 +99,8 @@ class LatticeMetropolis(ArrayStepShared):
     """
 
     name = "lattice_metropolis"
-    default_blocked = True
+    #: several lattice latents assigned together get one step each (PyMC splits unblocked steps)
+    default_blocked = False
     stats_dtypes_shapes = {
         "lattice_accept": (np.float64, []),
         "lattice_multi_accept": (np.float64, []),
@@ -110,7 +111,8 @@ class LatticeMetropolis(ArrayStepShared):
     _state_class = LatticeMetropolisState
 
     def __init__(self, vars=None, scale: float = 1.0, tune: bool = True, n_multi: int = 1,
-                 order: str = "random", model=None, initial_point=None, rng=None, blocked: bool = True):
+                 order: str = "random", model=None, initial_point=None, rng=None, blocked: bool = False,
+                 compile_kwargs=None):
         model = pm.modelcontext(model)
         if vars is None:
             vars = [v for v in model.value_vars if model.values_to_rvs[v].name in model_registry(model)["lattice"]]
@@ -145,9 +147,18 @@ class LatticeMetropolis(ArrayStepShared):
         super().__init__([value], shared, rng=rng)
 
     # -- PyMC hooks ------------------------------------------------------------------
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE  # never auto-assigned: the user chooses it explicitly
+    #: competence for lattice latents: LatticeMetropolis is PyMC's default for them
+    lattice_competence = Competence.IDEAL
+
+    @classmethod
+    def competence(cls, var, has_grad):
+        """IDEAL for a variable made by :func:`~privinfer.pymc.lattice_latent` (recognized by its
+        op), INCOMPATIBLE otherwise -- so ``pm.sample()`` assigns this step to lattice latents
+        by itself (PyMC's own samplers cannot move on the fibre ``C x = t``)."""
+        op = getattr(var.owner, "op", None) if var.owner is not None else None
+        if op is not None and getattr(type(op), "lattice_latent", False):
+            return cls.lattice_competence
+        return Competence.INCOMPATIBLE
 
     def setup_chain(self, rng=None, *args, **kwargs):
         """Per-chain set-up hook of newer PyMC versions: seed, and restart tuning."""
@@ -205,6 +216,8 @@ class LatticeGibbs(LatticeMetropolis):
     """
 
     name = "lattice_gibbs"
+    #: chosen by hand (``lattice_steps(model, step_class=LatticeGibbs)``); below LatticeMetropolis
+    lattice_competence = Competence.PREFERRED
 
     def __init__(self, vars=None, max_support: int = 256, **kwargs):
         self.max_support = int(max_support)
@@ -247,3 +260,12 @@ def lattice_steps(model=None, step_class=None, **kwargs) -> list:
     step_class = LatticeMetropolis if step_class is None else step_class
     names = list(model_registry(model)["lattice"])
     return [step_class([model[name]], model=model, **kwargs) for name in names]
+
+
+def register_step_methods() -> None:
+    """Add the lattice step methods to ``pymc.STEP_METHODS`` (PyMC's documented extension point:
+    "other step methods can be added by appending to this list"), once.  Called when
+    :mod:`privinfer.pymc` is imported, so ``pm.sample()`` assigns them to lattice latents."""
+    for cls in (LatticeMetropolis, LatticeGibbs):
+        if cls not in pm.STEP_METHODS:
+            pm.STEP_METHODS.append(cls)
