@@ -22,7 +22,7 @@ MODELS = pathlib.Path(privinfer.models.__file__).parent
 LAYERS = {
     "privinfer._rng": 0, "privinfer._backend": 0, "privinfer._validation": 0,
     "privinfer.invariants": 1, "privinfer.accounting": 1, "privinfer.distributions": 1,
-    "privinfer.datasets": 1,
+    "privinfer.datasets": 1, "privinfer.guarantees": 1,
     "privinfer.lattice": 2,
     "privinfer.mechanisms": 3,
     "privinfer.common": 4, "privinfer.inference": 4,

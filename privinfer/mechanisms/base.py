@@ -78,14 +78,15 @@ from __future__ import annotations
 import abc
 import inspect
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_integer_array, check_vector_length
+from ..guarantees import ApproxDP, GDP, ZCDP, Guarantee, PureDP  # noqa: F401  (re-exported)
 from ..invariants import Invariant
 
 __all__ = [
@@ -137,41 +138,6 @@ def check_invariant(invariant):
     if invariant.null_dim == 0:
         raise ValueError("the invariant has full rank: C x = t determines x and no privacy is possible")
     return invariant
-
-
-@dataclass(frozen=True)
-class Guarantee:
-    """What privacy a mechanism gives.
-
-    Attributes
-    ----------
-    definition:
-        e.g. ``"(eps, delta)-induced subspace DP"``, ``"(eps, 0)-induced integer subspace DP"``,
-        ``"Semi-DP (mu-GDP)"``, ``"rho-zCDP"``, ``"(eps, delta)-DP"``.
-    parameters:
-        the numbers of the definition, e.g. ``{"epsilon": 1.0, "delta": 1e-6}``.
-    relation:
-        the neighbouring relation and subspace, e.g. ``"add/remove one record; invariant C x = t"``.
-    reference:
-        paper and result the claim rests on.
-    """
-
-    definition: str
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    relation: str = ""
-    reference: str = ""
-
-    def __getitem__(self, key):
-        return self.parameters[key]
-
-    def __str__(self) -> str:  # pragma: no cover - cosmetic
-        ps = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
-        s = f"{self.definition} ({ps})"
-        if self.relation:
-            s += f"; {self.relation}"
-        if self.reference:
-            s += f" [{self.reference}]"
-        return s
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from ..lattice.laws import (
     sample_double_geometric,
     size_tuple,
 )
-from .base import AdditiveMechanism, Guarantee
+from .base import AdditiveMechanism, Guarantee, PureDP, ZCDP
 
 __all__ = [
     "as_rational",
@@ -160,11 +160,10 @@ class DoubleGeometric(_IntegerAdditive):
 
     @property
     def guarantee(self) -> Guarantee:
-        return Guarantee(
-            "(eps, 0)-DP",
-            {"epsilon": self.epsilon, "sensitivity": float(self.sensitivity)},
-            "integer x, x' with ||x - x'||_1 <= sensitivity (no invariant)",
-            "Dharangutte, Gao, Gong, Yu 2023, Sec. 3.2 (generalized Laplace with vacuous invariant)",
+        return PureDP(
+            self.epsilon, sensitivity=float(self.sensitivity),
+            relation="integer x, x' with ||x - x'||_1 <= sensitivity (no invariant)",
+            reference="Dharangutte, Gao, Gong, Yu 2023, Sec. 3.2 (generalized Laplace with vacuous invariant)",
         )
 
     def sample_noise(self, size=(), rng=None) -> np.ndarray:
@@ -203,11 +202,10 @@ class DiscreteGaussian(_IntegerAdditive):
     @property
     def guarantee(self) -> Guarantee:
         s = float(self.sigma)
-        return Guarantee(
-            "rho-zCDP",
-            {"rho": self.sensitivity**2 / (2 * s * s), "sigma": s, "sensitivity": self.sensitivity},
-            "integer x, x' with ||x - x'||_2 <= sensitivity (no invariant)",
-            "Canonne, Kamath, Steinke 2020, Thm 4 (coordinates independent)",
+        return ZCDP(
+            self.sensitivity**2 / (2 * s * s), sigma=s, sensitivity=self.sensitivity,
+            relation="integer x, x' with ||x - x'||_2 <= sensitivity (no invariant)",
+            reference="Canonne, Kamath, Steinke 2020, Thm 4 (coordinates independent)",
         )
 
     def sample_noise(self, size=(), rng=None) -> np.ndarray:

@@ -107,7 +107,7 @@ from ..lattice import (
 )
 from ..lattice.kernels import resolve_jump_scales, sweep_inplace
 from ..lattice.laws import as_rational, size_tuple
-from .base import AdditiveMechanism, Guarantee
+from .base import AdditiveMechanism, ApproxDP, Guarantee, PureDP, ZCDP
 
 __all__ = ["GeneralizedLaplace", "GeneralizedGaussian", "default_moves"]
 
@@ -369,16 +369,22 @@ class GeneralizedLaplace(_LatticeMechanism):
     def guarantee(self) -> Guarantee:
         """``(epsilon, 0)`` for an exact release; ``(epsilon, (1 + e^eps) eta)`` for an MCMC one
         (module docstring: how eta is estimated, recorded in ``delta_method``)."""
-        eta = self.tv_eta()
-        delta = min(1.0, (1.0 + math.exp(self.epsilon)) * eta)
-        return Guarantee(
-            "(eps, 0)-induced integer subspace DP" if self.exact else "(eps, delta)-induced integer subspace DP",
-            {"epsilon": self.epsilon, "delta": 0.0 if self.exact else delta, "exact": self.exact,
-             "norm": self.norm, "sensitivity": self.sensitivity, **self._sampler_parameters()},
-            f"integer x ~ x' iff C x = C x'; privacy loss <= epsilon * ||x - x'||_{self.norm[1]} / sensitivity; "
-            "a release drawn within TV eta of the exact law adds delta = (1 + e^eps) eta",
-            "Dharangutte, Gao, Gong, Yu 2023, Def. 2, Def. 9, Thm 10, Sec. 4",
-        )
+        relation = (f"integer x ~ x' iff C x = C x'; privacy loss <= epsilon * ||x - x'||_{self.norm[1]} / sensitivity; "
+                    "a release drawn within TV eta of the exact law adds delta = (1 + e^eps) eta")
+        reference = "Dharangutte, Gao, Gong, Yu 2023, Def. 2, Def. 9, Thm 10, Sec. 4"
+        details = {"exact": self.exact, "norm": self.norm, "sensitivity": self.sensitivity,
+                   **self._sampler_parameters()}
+        if self.exact:
+            return PureDP(self.epsilon, definition="(eps, 0)-induced integer subspace DP", relation=relation,
+                          reference=reference, **details)
+        # delta = (1 + e^eps) eta; an explicit burn-in has only eta <= 1, i.e. no guarantee
+        # beyond the trivial one: stated as delta = 1 (not a valid (eps, delta) with delta < 1)
+        delta = min(1.0, (1.0 + math.exp(self.epsilon)) * self.tv_eta())
+        if delta >= 1.0:
+            return Guarantee("(eps, delta)-induced integer subspace DP",
+                             {"epsilon": self.epsilon, "delta": 1.0, **details}, relation, reference)
+        return ApproxDP(self.epsilon, delta, definition="(eps, delta)-induced integer subspace DP",
+                        relation=relation, reference=reference, **details)
 
 
 class GeneralizedGaussian(_LatticeMechanism):
@@ -418,18 +424,16 @@ class GeneralizedGaussian(_LatticeMechanism):
         within TV eta of that law: it is ``(epsilon, target_delta + (1 + e^eps) eta)``-DP with
         ``epsilon`` the zCDP conversion at ``target_delta`` (Bun and Steinke 2016, Prop. 1.3)."""
         rho = self.sensitivity**2 / (2.0 * self.sigma**2)
-        params = {"rho": rho, "sigma": self.sigma, "sensitivity": self.sensitivity, "exact": self.exact}
+        relation = "integer x ~ x' iff C x = C x' and ||x - x'||_2 <= sensitivity"
+        reference = "Dharangutte, Gao, Gong, Yu 2023, Def. 13; zCDP bound derived in privinfer.mechanisms.integer_subspace"
+        details = {"sigma": self.sigma, "sensitivity": self.sensitivity, "exact": self.exact,
+                   **self._sampler_parameters()}
         if self.exact:
-            params["delta"] = 0.0
-            definition = "rho-zCDP, induced integer subspace"
-        else:
-            eps = self._delta_epsilon()
-            params["epsilon"] = eps
-            params["delta"] = min(1.0, self.target_delta + (1.0 + math.exp(eps)) * self.tv_eta())
-            definition = "(eps, delta)-induced integer subspace DP (rho-zCDP law, MCMC release)"
-        params.update(self._sampler_parameters())
-        return Guarantee(
-            definition, params,
-            "integer x ~ x' iff C x = C x' and ||x - x'||_2 <= sensitivity",
-            "Dharangutte, Gao, Gong, Yu 2023, Def. 13; zCDP bound derived in privinfer.mechanisms.integer_subspace",
-        )
+            return ZCDP(rho, definition="rho-zCDP, induced integer subspace", relation=relation,
+                        reference=reference, delta=0.0, **details)
+        eps = self._delta_epsilon()
+        delta = min(1.0, self.target_delta + (1.0 + math.exp(eps)) * self.tv_eta())
+        definition = "(eps, delta)-induced integer subspace DP (rho-zCDP law, MCMC release)"
+        if delta >= 1.0:
+            return Guarantee(definition, {"epsilon": eps, "delta": 1.0, "rho": rho, **details}, relation, reference)
+        return ApproxDP(eps, delta, definition=definition, relation=relation, reference=reference, rho=rho, **details)
