@@ -44,7 +44,7 @@ import numpy as np
 from .accounting import gdp_epsilon, pure_dp_to_zcdp, zcdp_to_approx_dp
 from ._validation import check_delta, check_epsilon, check_positive
 
-__all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "GDP", "compose"]
+__all__ = ["Guarantee", "PureDP", "ApproxDP", "ZCDP", "GDP", "compose", "typed_guarantee"]
 
 
 @dataclass(frozen=True)
@@ -225,3 +225,24 @@ def compose(*guarantees: Guarantee, delta: float | None = None) -> Guarantee:
     if total_delta >= 1.0:
         raise ValueError(f"the composed delta {total_delta:g} is not below 1")
     return ApproxDP(sum(p.epsilon for p in parts), total_delta, relation=rel, reference=ref)
+
+
+def typed_guarantee(kind: str | None, definition: str, parameters: Mapping[str, Any], relation: str = "",
+                    reference: str = "") -> Guarantee:
+    """The guarantee of ``kind`` ("pure", "approx", "zcdp", "gdp"; ``None``: untyped) with the
+    kind's numbers (``epsilon``/``delta``, ``rho``, ``mu``) read from ``parameters`` and the rest
+    kept as details."""
+    p = dict(parameters)
+    common = {"definition": definition, "relation": relation, "reference": reference}
+    if kind is None:
+        return Guarantee(definition, p, relation, reference)
+    if kind == "pure":
+        p.pop("delta", None)
+        return PureDP(p.pop("epsilon"), **common, **p)
+    if kind == "approx":
+        return ApproxDP(p.pop("epsilon"), p.pop("delta"), **common, **p)
+    if kind == "zcdp":
+        return ZCDP(p.pop("rho"), **common, **p)
+    if kind == "gdp":
+        return GDP(p.pop("mu"), **common, **p)
+    raise ValueError(f"unknown guarantee kind {kind!r}")

@@ -78,3 +78,18 @@ def test_mechanisms_state_typed_guarantees():
     # composing two exact national releases: epsilons add, delta stays 0
     c = compose(GeneralizedLaplace(inv, 0.5).guarantee, GeneralizedLaplace(inv, 0.25).guarantee)
     assert isinstance(c, PureDP) and c.epsilon == pytest.approx(0.75)
+
+
+def test_subspace_and_classic_mechanisms_state_typed_guarantees():
+    from privinfer.mechanisms import ExtendedLaplace, Gaussian, Laplace, LinearGaussian, ProjectedGaussian
+
+    inv = I.total(4)
+    assert isinstance(Laplace(4, 0.5, 1.0).guarantee, PureDP)
+    g = Gaussian(4, 1.0, 1e-6, 1.0).guarantee
+    assert isinstance(g, ApproxDP) and g.delta == 1e-6
+    g = ProjectedGaussian(inv, 1.0, 1e-6, 1.0).guarantee
+    assert isinstance(g, ApproxDP) and g.epsilon == 1.0
+    assert isinstance(ExtendedLaplace(inv, 0.5, 1.0).guarantee, PureDP)
+    # given only a noise scale there is no (eps, delta) claim: the guarantee stays untyped
+    assert not isinstance(ProjectedGaussian(inv, sigma=2.0).guarantee, (ApproxDP, PureDP))
+    assert isinstance(LinearGaussian(np.eye(3), np.eye(3)).guarantee, ZCDP)

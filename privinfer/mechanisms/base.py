@@ -86,11 +86,15 @@ import numpy as np
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_integer_array, check_vector_length
-from ..guarantees import ApproxDP, GDP, ZCDP, Guarantee, PureDP  # noqa: F401  (re-exported)
+from ..guarantees import GDP, ZCDP, ApproxDP, Guarantee, PureDP
 from ..invariants import Invariant
 
 __all__ = [
     "Guarantee",
+    "PureDP",
+    "ApproxDP",
+    "ZCDP",
+    "GDP",
     "Mechanism",
     "AdditiveMechanism",
     "Augmentation",

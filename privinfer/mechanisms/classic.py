@@ -24,6 +24,7 @@ from .. import accounting
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_epsilon, check_positive
+from ..guarantees import typed_guarantee
 from .base import AdditiveMechanism, Guarantee
 
 __all__ = ["Gaussian", "Laplace", "gaussian_noise_logp", "laplace_noise_logp", "calibrated_sigma", "calibrated_scale"]
@@ -109,8 +110,8 @@ class Gaussian(AdditiveMechanism):
     @property
     def guarantee(self):
         if self._params is not None:
-            return Guarantee(
-                "(eps, delta)-DP",
+            return typed_guarantee(
+                "approx", "(eps, delta)-DP",
                 dict(self._params, sigma=self.sigma),
                 "neighbouring inputs with ||x - x'||_2 <= sensitivity",
                 "Subspace DP full paper, Lemma 13",
@@ -145,8 +146,8 @@ class Laplace(AdditiveMechanism):
     @property
     def guarantee(self):
         if self._params is not None:
-            return Guarantee(
-                "(eps, 0)-DP",
+            return typed_guarantee(
+                "pure", "(eps, 0)-DP",
                 dict(self._params, scale=self.scale),
                 "neighbouring inputs with ||x - x'||_1 <= sensitivity",
                 "Subspace DP full paper, Lemma 16",

@@ -39,7 +39,8 @@ from .. import accounting
 from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_finite_array
-from .base import AdditiveMechanism, Guarantee, check_invariant
+from ..guarantees import typed_guarantee
+from .base import AdditiveMechanism, check_invariant
 
 __all__ = ["CorrelatedGaussian", "mvee_symmetric", "base_decomposition"]
 
@@ -223,8 +224,8 @@ class CorrelatedGaussian(AdditiveMechanism):
 
     @property
     def guarantee(self):
-        return Guarantee(
-            "(eps, delta)-induced subspace DP",
+        return typed_guarantee(
+            "approx", "(eps, delta)-induced subspace DP",
             {"epsilon": self.epsilon, "delta": self.delta, "pieces": self.k,
              "mean_squared_error": self.mean_squared_error},
             f"linear query on a histogram, neighbours {self.relation}; invariant C x = t kept exactly",

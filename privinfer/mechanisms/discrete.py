@@ -40,12 +40,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from fractions import Fraction
 
 import numpy as np
 
 from .._backend import namespace
-from .._rng import as_generator
 from .._validation import check_positive
 from ..lattice import GaussianTarget, L1Target
 from ..lattice.laws import (

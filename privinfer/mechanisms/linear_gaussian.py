@@ -40,6 +40,7 @@ from .._backend import as_array, namespace
 from .._rng import as_generator
 from .._validation import check_finite_array, check_vector_length
 from ..accounting import analytic_gaussian_epsilon, cost_matrix_mu, cost_matrix_rho, gdp_delta
+from ..guarantees import typed_guarantee
 from .base import Guarantee, Mechanism
 
 __all__ = ["LinearGaussian"]
@@ -211,7 +212,8 @@ class LinearGaussian(Mechanism):
 
     @property
     def guarantee(self) -> Guarantee:
-        return Guarantee(
+        return typed_guarantee(
+            "zcdp",
             definition="rho-zCDP",
             parameters={"rho": self.rho, "mu": self.mu},
             relation=(

@@ -46,7 +46,8 @@ from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_epsilon, check_finite_array, check_positive
 from ..invariants import Invariant
-from .base import AdditiveMechanism, Guarantee
+from ..guarantees import typed_guarantee
+from .base import AdditiveMechanism
 from .subspace import NullSpaceGaussian
 
 __all__ = ["SemiDPGaussian", "KNorm", "one_way_margins_sensitivity_space", "one_way_margins_l2_sensitivity",
@@ -172,7 +173,7 @@ class SemiDPGaussian(NullSpaceGaussian):
         params = {"mu": self.mu, "sensitivity": self.sensitivity, "sigma": self.sigma, "dim": self.dim}
         if self.a is not None:
             params["a"] = self.a
-        return Guarantee("Semi-DP (mu-GDP)", params, _SEMI_RELATION,
+        return typed_guarantee("gdp", "Semi-DP (mu-GDP)", params, _SEMI_RELATION,
                          "Cho and Awan, Semi-DP, Alg. 1, Prop. 28")
 
 
@@ -225,7 +226,7 @@ class KNorm(AdditiveMechanism):
         params = {"epsilon": self.epsilon, "dim": self.s, "K_volume": self.volume}
         if self.a is not None:
             params["a"] = self.a
-        return Guarantee("Semi-DP (f_{eps,0}, i.e. eps-DP on D_t)", params, _SEMI_RELATION,
+        return typed_guarantee("pure", "Semi-DP (f_{eps,0}, i.e. eps-DP on D_t)", params, _SEMI_RELATION,
                          "Cho and Awan, Semi-DP, Alg. 2-3, Thm 31")
 
     def norm(self, z, xp=np):

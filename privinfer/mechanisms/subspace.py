@@ -55,7 +55,8 @@ from .._backend import namespace
 from .._rng import as_generator
 from .._validation import check_positive
 from ..invariants import Invariant
-from .base import SUPPORT_RTOL, AdditiveMechanism, Augmentation, Guarantee, check_invariant
+from ..guarantees import typed_guarantee
+from .base import SUPPORT_RTOL, AdditiveMechanism, Augmentation, check_invariant
 from .classic import calibrated_scale, calibrated_sigma
 
 __all__ = [
@@ -235,7 +236,8 @@ class ProjectedGaussian(NullSpaceGaussian):
         params = dict(self._params or {}, sigma=self.sigma)
         if self._params is None:
             params["rho_per_unit_sensitivity"] = 1.0 / (2 * self.sigma**2)
-        return Guarantee(
+        return typed_guarantee(
+            "approx" if self._params else None,
             "(eps, delta)-induced subspace DP" if self._params else "induced subspace zCDP per unit l2 sensitivity",
             params,
             f"one record changed (bounded DP); invariant C x = t kept exactly; DP on null space N "
@@ -269,7 +271,8 @@ class ExtendedGaussian(NullSpaceGaussian):
 
     @property
     def guarantee(self):
-        return Guarantee(
+        return typed_guarantee(
+            "approx" if self._params else None,
             "(eps, delta)-induced subspace DP" if self._params else "induced subspace zCDP per unit l2 sensitivity",
             dict(self._params or {}, sigma=self.sigma, sensitivity_of="Q_N^T A"),
             f"one record changed (bounded DP); invariant C x = t kept exactly; DP on null space N "
@@ -427,7 +430,8 @@ class ProjectedLaplace(_NullSpaceMechanism):
 
     @property
     def guarantee(self):
-        return Guarantee(
+        return typed_guarantee(
+            "pure" if self._params else None,
             "(eps, 0)-induced subspace DP" if self._params else "(eps, 0)-induced subspace DP per unit l1 sensitivity",
             dict(self._params or {"epsilon": 1.0 / self.scale}, scale=self.scale),
             f"one record changed (bounded DP); invariant C x = t kept exactly; DP on null space N "
@@ -576,7 +580,8 @@ class ExtendedLaplace(_NullSpaceMechanism):
 
     @property
     def guarantee(self):
-        return Guarantee(
+        return typed_guarantee(
+            "pure" if self._params else None,
             "(eps, 0)-induced subspace DP" if self._params else "(eps, 0)-induced subspace DP per unit l1 sensitivity",
             dict(self._params or {"epsilon": 1.0 / self.scale}, scale=self.scale, sensitivity_of="Q_N^T A"),
             f"one record changed (bounded DP); invariant C x = t kept exactly; DP on null space N "

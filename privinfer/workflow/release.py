@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .. import invariants as I
 from ..invariants import InfeasibleInvariantError, Invariant, InvariantKind
 from . import codec
 from . import files as F
