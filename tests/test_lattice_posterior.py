@@ -14,7 +14,7 @@ from privinfer.invariants import InfeasibleInvariantError
 from privinfer.mechanisms import GeneralizedLaplace
 from privinfer.mechanisms.discrete import DoubleGeometric
 from privinfer.pymc import lattice_latent, observe
-from privinfer.pymc import LatticeGibbs, LatticeMetropolis
+from privinfer.pymc import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from posterior_helpers import empirical_tv, enumerate_fibre, exact_marginals, marginal_tv_tolerance  # noqa: E402
@@ -43,7 +43,7 @@ def _poisson_dg_logw(points, mu, y, scale):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("step_cls", [LatticeMetropolis, LatticeGibbs])
+@pytest.mark.parametrize("step_cls", [LatticeMetropolis, LatticeGibbs, LatticeBlockGibbs])
 def test_counties_total_exact_posterior(step_cls):
     # 4 counties, total 15 fixed; Poisson prior with unequal means; double-geometric noise.
     inv = I.total(4)
@@ -68,7 +68,8 @@ def test_counties_total_exact_posterior(step_cls):
 
 @pytest.mark.slow
 def test_plain_pm_sample_assigns_the_lattice_step_and_matches_the_exact_posterior():
-    # Without step=: PyMC must pick LatticeMetropolis for the lattice latent by itself (its
+    # Without step=: PyMC must pick the lattice step (LatticeBlockGibbs: exact block draws of
+    # the total's cells, the posterior being separable) for the lattice latent by itself (its
     # own samplers cannot move on the fibre) and NUTS for nothing else; same exact posterior
     # and tolerances as test_counties_total_exact_posterior.
     inv = I.total(4)
@@ -81,6 +82,8 @@ def test_plain_pm_sample_assigns_the_lattice_step_and_matches_the_exact_posterio
         idata = pm.sample(3000, tune=500, chains=3, cores=1, random_seed=12,
                           progressbar=False, compute_convergence_checks=False)
     assert "lattice_accept" in idata.sample_stats
+    assert bool(idata.sample_stats["lattice_block"].all())  # block updates applied
+    assert float(idata.sample_stats["lattice_block_accept"].mean()) > 0.99  # proposal ~ exact conditional
     assert len(np.unique(idata.posterior["x"].values.reshape(-1, 4), axis=0)) > 50  # the chain moves
     pts = enumerate_fibre(inv, [15])
     _check_against_exact(idata, pts, _poisson_dg_logw(pts, mu, y, scale))
@@ -91,8 +94,11 @@ def test_plain_pm_sample_assigns_the_lattice_step_and_matches_the_exact_posterio
     with model:
         lattice_latent("w", I.total(3), [4])
         _, selected = assign_step_methods(model, None, methods=pm.STEP_METHODS)
-    assert set(selected) == {LatticeMetropolis}
-    assert {v.name for v in selected[LatticeMetropolis]} == {"x", "w"}
+    assert set(selected) == {LatticeBlockGibbs}
+    assert {v.name for v in selected[LatticeBlockGibbs]} == {"x", "w"}
+    # lattice_steps gives the same step class by default; the others stay available
+    assert [type(s) for s in lattice_steps(model)] == [LatticeBlockGibbs, LatticeBlockGibbs]
+    assert [type(s) for s in lattice_steps(model, step_class=LatticeMetropolis)] == [LatticeMetropolis] * 2
 
 
 @pytest.mark.slow

@@ -9,11 +9,22 @@
 ``kernels``   Metropolis / heat-bath kernels ``kernel(rng, state) -> (state, info)``
 ``coupling``  L-lag couplings of the kernels and total-variation certificates
 ``exact``     exact samplers of product laws restricted to the lattice (no Markov chain)
+``block``     block updates of independent cells given their group sums (tree FFBS + MH)
 
 Nothing here imports PyMC; the PyMC step methods built on these kernels live in
 :mod:`privinfer.pymc`.
 """
 
+from .block import (
+    LOG_DROP,
+    BlockInfo,
+    GroupSumSampler,
+    GroupTree,
+    SeparableCells,
+    block_kernel,
+    separable_cell_logp,
+    unimodal_windows,
+)
 from .coupling import (
     BurnInCertificate,
     certify_burn_in,
@@ -59,6 +70,7 @@ from .laws import (
 from .moves import LatticeMoves, PairMoves, SparseLatticeBasis, as_moves, free_cell_basis, moves_for, sweep_order
 
 __all__ = [
+    "LOG_DROP", "GroupTree", "GroupSumSampler", "BlockInfo", "block_kernel", "separable_cell_logp", "SeparableCells", "unimodal_windows",
     "BurnInCertificate", "certify_burn_in", "coupled_sweep", "iterations_to_threshold",
     "maximal_coupling_double_geometric", "sample_meeting_times", "tv_upper_bound",
     "CellSum", "WholeVector", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",

@@ -55,11 +55,25 @@ __all__ = [
 
 
 class CellSum:
-    """One term :math:`\\mathrm{outer}(\\sum_i c(i, v_i))` (``outer=None``: the identity)."""
+    """One term :math:`\\mathrm{outer}(\\sum_i c(i, v_i))` (``outer=None``: the identity).
 
-    def __init__(self, cell: Callable, outer: Callable | None = None):
+    ``grid(idx, start, width)``, optional, returns the cell values on runs of consecutive
+    integers -- ``c(idx[k], start[k] + j)`` for ``j < width``, shape ``(len(idx), width)`` --
+    faster than ``cell`` where a recurrence applies (log-factorials); :meth:`table` uses it.
+    """
+
+    def __init__(self, cell: Callable, outer: Callable | None = None, grid: Callable | None = None):
         self.cell = cell
         self.outer = outer
+        self.grid = grid
+
+    def table(self, idx, start, width: int) -> np.ndarray:
+        """``c(idx[k], start[k] + j)`` for ``j = 0..width-1``: shape ``(len(idx), width)``."""
+        idx = np.asarray(idx)
+        start = np.asarray(start, dtype=np.int64)
+        if self.grid is not None:
+            return self.grid(idx, start, int(width))
+        return self.cell(idx[:, None], start[:, None] + np.arange(int(width)))
 
     def shifted(self, y, sign: int = -1) -> "CellSum":
         """The term as a function of x when it was written in ``e = y + sign * x``

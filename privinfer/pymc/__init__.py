@@ -3,13 +3,14 @@
 * :func:`observe` -- the exact likelihood of a release (auxiliary latents where needed).
 * :func:`affine_latent` (alias :func:`constrained_vector`) -- continuous ``x`` on ``{C x = t}``.
 * :func:`lattice_latent` -- integer ``x`` on ``{x in Z^n : C x = t}``, sampled with
+  :class:`LatticeBlockGibbs` (the default: exact block draws per group where they apply),
   :class:`LatticeMetropolis` / :class:`LatticeGibbs` (step methods on the lattice engine).
 * :func:`lattice_steps` -- one lattice step per integer latent, for ``pm.sample(step=...)``.
 """
 
 from .latents import affine_latent, constrained_vector, lattice_latent, prior_logp
 from .observe import observe, posterior_predictive_releases
-from .steps import LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
+from .steps import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
 
 register_step_methods()
 
@@ -21,6 +22,7 @@ __all__ = [
     "prior_logp",
     "posterior_predictive_releases",
     "lattice_steps",
+    "LatticeBlockGibbs",
     "LatticeMetropolis",
     "LatticeGibbs",
 ]

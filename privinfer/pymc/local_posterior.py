@@ -110,6 +110,30 @@ class _PriorCells:
         ps = [p[idx].ravel() for p in self.params]
         return np.asarray(self.cell_fn(vals.ravel(), *ps)).reshape(vals.shape)
 
+    def grid(self, idx, start, width):
+        """Per-cell prior log-pmf on runs of consecutive values (the CellSum ``grid``):
+        Poisson and multinomial cells by the log-factorial recurrence, others via :meth:`cells`."""
+        if self._log_p is None:
+            return self.cells(idx[:, None], start[:, None] + np.arange(width))
+        v, logfact = _log_factorial_runs(start, width)
+        lp, mu = self._log_p[idx][:, None], self._mu[idx][:, None]
+        with np.errstate(invalid="ignore"):
+            c = np.where(v > 0, v * lp, 0.0) - mu - logfact
+        return np.where(v >= 0, c, -np.inf)
+
+
+def _log_factorial_runs(start, width):
+    """``log v!`` for ``v = start[k] + j`` (``j < width``) by the recurrence
+    ``log v! = log (v-1)! + log v`` from one ``gammaln`` per run (negative v: 0)."""
+    v = start[:, None] + np.arange(width)
+    vc = np.maximum(v, 0)
+    steps = np.log(np.maximum(vc[:, 1:], 1).astype(float))
+    out = np.empty(v.shape)
+    out[:, 0] = gammaln(vc[:, 0] + 1.0)
+    np.cumsum(steps, axis=1, out=out[:, 1:])
+    out[:, 1:] += out[:, :1]
+    return v, out
+
 
 class LocalPosterior:
     """The log posterior of the lattice latent ``x`` of ``model`` as a
@@ -143,7 +167,7 @@ class LocalPosterior:
             if name == prior_name and info.prior is not None:
                 try:
                     self.prior = _PriorCells(model, info.prior, n, shared, sums_fixed)
-                    terms.append(CellSum(self.prior.cells))
+                    terms.append(CellSum(self.prior.cells, grid=self.prior.grid))
                     self.local_terms.append(name)
                     continue
                 except NotImplementedError:
