@@ -135,8 +135,10 @@ def test_release_groups_real_valued_then_fit_county(tmp_path, counties_csv, caps
                      capsys)
     assert rc == 0, err
     header, rows = read_csv(out)
-    assert header == ["state", "population"]
-    y = np.array([float(r[1]) for r in rows])
+    # every column without numbers is copied (the ids); 'households' holds numbers: not copied
+    assert header == ["state", "county", "population"]
+    assert [(r[0], r[1]) for r in rows] == [(s, c) for s, c, _ in COUNTIES]
+    y = np.array([float(r[2]) for r in rows])
     states = np.array([r[0] for r in rows])
     truth = np.array([p for *_, p in COUNTIES], dtype=float)
     for s in ("KY", "NV"):
@@ -155,7 +157,14 @@ def test_release_groups_real_valued_then_fit_county(tmp_path, counties_csv, caps
     np.testing.assert_allclose(x[:, states == "KY"].sum(1), t[0], rtol=1e-9)
     np.testing.assert_allclose(x[:, states == "NV"].sum(1), t[1], rtol=1e-9)
     cells_header, cells = read_csv(fit_dir / "cells.csv")
-    assert cells_header[:3] == ["cell", "release", "posterior_mean"] and len(cells) == len(COUNTIES)
+    # cells.csv carries the release's id columns, so it joins back to the input
+    assert cells_header[:4] == ["state", "county", "release", "posterior_mean"] and len(cells) == len(COUNTIES)
+    assert [(r[0], r[1]) for r in cells] == [(s, c) for s, c, _ in COUNTIES]
+    np.testing.assert_array_equal([float(r[2]) for r in cells], y)
+    # the posterior's cell dimension carries the ids as coordinates
+    assert idata.posterior["x"].dims[-1] == "cell"
+    assert list(idata.posterior["county"].values) == [c for _, c, _ in COUNTIES]
+    assert list(idata.posterior["cell"].values) == [f"{s} / {c}" for s, c, _ in COUNTIES]
     assert (fit_dir / "summary.txt").exists() and "max R-hat" in stdout
     # NUTS starts at the release (on the fibre), not at the least-norm point (each county at
     # its state's mean, ~1e6 noise sds away for Clark county): the chains must mix.  R-hat
