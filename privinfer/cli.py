@@ -229,6 +229,7 @@ def cmd_release(args) -> int:
     from .workflow.codec import PARAMETERS
     from .workflow.ledger import Ledger, budget_text
     from .workflow.release import release_counts_file
+    from .workflow.table_io import list_names
 
     rel, dst, meta_path = release_counts_file(
         args.input, args.output, invariant=args.invariant, mechanism=args.mechanism, column=args.column,
@@ -242,10 +243,10 @@ def cmd_release(args) -> int:
           + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                       for k, v in g.parameters.items() if v is not None))
     names, _ = rel.cell_ids()
-    print("cells identified by: " + ", ".join(names))
+    print("cells identified by: " + list_names(names))
     if rel.layout is not None and rel.layout.not_copied:
         print("not copied (columns holding numbers; name an id column with --id): "
-              + ", ".join(rel.layout.not_copied))
+              + list_names(rel.layout.not_copied))
     if not rel.transparent:
         print("note: this baseline is not transparent (its noise law depends on the data): "
               "'privinfer fit' cannot use it")
@@ -317,8 +318,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .invariants import InfeasibleInvariantError
     from .mechanisms import NonTransparentMechanismError
 
-    return (CliError, InfeasibleInvariantError, NonTransparentMechanismError, ValueError, TypeError,
-            FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+    return (CliError, InfeasibleInvariantError, NonTransparentMechanismError, ValueError, TypeError, OSError)
 
 
 def _is_user_error(exc: BaseException) -> bool:

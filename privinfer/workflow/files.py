@@ -309,10 +309,10 @@ def read_counts(path, spec: InvariantSpec, value_column: str | None = None, *, i
             if j == vj or h in label_cols:
                 continue
             (not_copied if holds_numbers(table.column(j)) else extra).append(h)
-    lj = sorted({header.index(c) for c in label_cols + extra})  # input order
+    lj = sorted({table.index(c) for c in label_cols + extra})  # input order
     out_labels = [header[j] for j in lj]
     if id_column is not None:
-        idj = header.index(id_column)
+        idj = table.index(id_column)
         _labels(table, idj, "an id")
         _check_unique(table, [idj], "")
     if extra:
@@ -321,15 +321,15 @@ def read_counts(path, spec: InvariantSpec, value_column: str | None = None, *, i
     label_rows = table.cells[:, lj].tolist() if lj else [[] for _ in range(table.n_rows)]
     layout = Layout(spec, [vcol], out_labels + [vcol], label_rows, not_copied=not_copied)
     if spec.kind == "groups":
-        layout.group_labels = _labels(table, header.index(spec.columns[0]), "a group")
+        layout.group_labels = _labels(table, table.index(spec.columns[0]), "a group")
     elif spec.kind == "margins":
-        rl = _labels(table, header.index(spec.columns[0]), "a row label")
-        cl = _labels(table, header.index(spec.columns[1]), "a column label")
+        rl = _labels(table, table.index(spec.columns[0]), "a row label")
+        cl = _labels(table, table.index(spec.columns[1]), "a column label")
         rows, cols = _first_appearance(rl), _first_appearance(cl)
         ri = {s: i for i, s in enumerate(rows)}
         ci = {s: j for j, s in enumerate(cols)}
         pos = np.array([ri[a] * len(cols) + ci[b] for a, b in zip(rl, cl)], dtype=np.int64)
-        _check_unique(table, [header.index(c) for c in spec.columns], "")
+        _check_unique(table, [table.index(c) for c in spec.columns], "")
         if len(rl) != len(rows) * len(cols):
             raise ReleaseFileError(
                 f"{fname}: columns {quote_name(spec.columns[0])} and {quote_name(spec.columns[1])} must list every "

@@ -91,9 +91,12 @@ class RawTable:
 
     def index(self, column: str, what: str = "") -> int:
         """Position of ``column`` in the header (a one-line error if it is not there)."""
+        positions = self.__dict__.get("_positions")
+        if positions is None:
+            positions = self.__dict__["_positions"] = {h: j for j, h in enumerate(self.header)}
         try:
-            return self.header.index(column)
-        except ValueError:
+            return positions[column]
+        except KeyError:
             raise ReleaseFileError(f"{self.name}: {what + ' ' if what else ''}column {quote_name(column)} not found "
                                    f"(columns: {list_names(self.header)})") from None
 
@@ -221,9 +224,10 @@ def _parquet_text(series) -> list[str]:
     recognizable as such), missing values blank, bytes decoded as UTF-8."""
     import pandas as pd
 
+    numeric = series.dtype.kind in "biufc"
     out = []
     for v in series.tolist():
-        if v is None or v is pd.NA or v is pd.NaT:
+        if v is None or v is pd.NA or v is pd.NaT or (not numeric and isinstance(v, float) and math.isnan(v)):
             out.append("")
         elif isinstance(v, bool):
             out.append(str(v))
