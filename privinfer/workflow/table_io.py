@@ -146,11 +146,11 @@ def _csv_rows(data: bytes, name: str, encoding: str):
     rows = _tokenize(text, name)
     if undecoded or "\x00" in text:
         _name_bad_text(rows, name, encoding)
-    return rows[0], rows[1:]
+    return list(rows[0]), rows[1:]
 
 
-def _tokenize(text: str, name: str) -> list[list]:
-    """CSV records (lists of str; ``None`` for a field missing from a short row)."""
+def _tokenize(text: str, name: str) -> np.ndarray:
+    """CSV records as an object array (str; ``None`` for a field missing from a short row)."""
     import pandas as pd
 
     try:
@@ -164,7 +164,7 @@ def _tokenize(text: str, name: str) -> list[list]:
             expected, line, saw = (int(g) for g in m.groups())
             raise ReleaseFileError(f"{name}: data row {line - 1} has {saw} fields, the header has {expected}") from None
         raise ReleaseFileError(f"{name}: not a valid CSV file ({_csv_problem(str(exc))})") from None
-    return frame.to_numpy(dtype=object).tolist()
+    return frame.to_numpy(dtype=object)
 
 
 def _csv_problem(message: str) -> str:
@@ -214,8 +214,9 @@ def _parquet_rows(data: bytes, name: str):
     except (ValueError, OSError, TypeError, pyarrow.lib.ArrowException):
         raise ReleaseFileError(f"{name}: not a readable Parquet file") from None
     header = [str(c) for c in frame.columns]
-    cols = [_parquet_text(frame.iloc[:, j]) for j in range(frame.shape[1])]
-    rows = [list(r) for r in zip(*cols)] if cols else []
+    rows = np.empty(frame.shape, dtype=object)
+    for j in range(frame.shape[1]):
+        rows[:, j] = _parquet_text(frame.iloc[:, j])
     return header, rows
 
 
@@ -259,20 +260,27 @@ def _table(name: str, header, rows) -> RawTable:
     if dup:
         raise ReleaseFileError(f"{name}: duplicate column name(s) {list_names(dup)}")
     width = len(header)
-    keep, numbers = [], []
-    for k, row in enumerate(rows, start=1):
-        present = [c for c in row if c is not None]
-        if all(not str(c).strip() for c in present):
-            continue  # a blank row
-        if len(present) != width:
-            raise ReleaseFileError(f"{name}: data row {k} has {len(present)} fields, the header has {width}")
-        keep.append([str(c).strip() for c in row])
-        numbers.append(k)
-    if not keep:
+    rows = np.asarray(rows, dtype=object).reshape(-1, width)
+    missing = np.frompyfunc(_is_missing, 1, 1)(rows).astype(bool)
+    cells = np.frompyfunc(_stripped, 1, 1)(rows)
+    blank = (cells == "").all(axis=1) if width else np.ones(rows.shape[0], dtype=bool)
+    short = ~blank & missing.any(axis=1)
+    if short.any():
+        k = int(np.flatnonzero(short)[0])
+        raise ReleaseFileError(f"{name}: data row {k + 1} has {width - int(missing[k].sum())} fields, "
+                               f"the header has {width}")
+    numbers = np.flatnonzero(~blank) + 1
+    if numbers.size == 0:
         raise ReleaseFileError(f"{name}: no data rows below the header")
-    cells = np.empty((len(keep), width), dtype=object)
-    cells[:] = keep
-    return RawTable(name, header, cells, np.asarray(numbers, dtype=np.int64))
+    return RawTable(name, header, cells[~blank], numbers.astype(np.int64))
+
+
+def _is_missing(c) -> bool:
+    return c is None
+
+
+def _stripped(c) -> str:
+    return "" if c is None else str(c).strip()
 
 
 # =============================================================================================
