@@ -4,8 +4,10 @@
     the main job on embedded data: release the delinquent-children table keeping its margins,
     fit the contingency-table model, print a report and save a figure (:mod:`privinfer.workflow.demo`).
 ``privinfer release IN.csv OUT.csv``
-    privatize counts keeping an invariant; writes the release and a JSON metadata sidecar
-    (:func:`privinfer.workflow.release.release_counts_file`).
+    privatize counts (CSV or Parquet) keeping an invariant; writes the release and a JSON
+    metadata sidecar, refusing to overwrite them unless ``--force``, and records the release in
+    a privacy-loss ledger, refused if it would exceed ``--budget``
+    (:func:`privinfer.workflow.release.release_counts_file`, :mod:`privinfer.workflow.ledger`).
 ``privinfer fit RELEASE.csv --model county|contingency``
     fit a reference model (:mod:`privinfer.models`) to a release (:func:`privinfer.workflow.fit`);
     writes the posterior (NetCDF), a per-cell summary and ArviZ's summary.
@@ -87,6 +89,64 @@ def _add_sampling(p, draws, tune):
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _budget(text):
+    from .workflow.ledger import parse_budget
+
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_release_arguments(r, mechanisms) -> None:
+    """The options of ``privinfer release``, in groups.  :func:`cmd_release` passes each on to
+    :func:`~privinfer.workflow.release.release_counts_file` by name: a new option is one
+    ``add_argument`` here and one keyword there."""
+    from .workflow.codec import PARAMETERS
+    from .workflow.ledger import DEFAULT_LEDGER_NAME, SCOPES
+
+    data = r.add_argument_group("input")
+    data.add_argument("input", help="CSV or Parquet file of counts")
+    data.add_argument("--invariant", default="total",
+                      help="total (default), groups:COLUMN, margins (wide two-way table: first column row "
+                      "labels), margins:ROW,COL (long two-way table), or none")
+    data.add_argument("--column", default=None, help="column of counts (column layout; default the last column)")
+    data.add_argument("--id", default=None, metavar="COLUMN",
+                      help="the column that identifies each row (unique, copied to the release even if it holds "
+                      "numbers); default: every column without numbers is copied")
+    data.add_argument("--keep", action="append", default=[], metavar="COLUMN",
+                      help="copy exactly these columns to the release (repeatable)")
+    data.add_argument("--encoding", default="utf-8",
+                      help="text encoding of a CSV input (default utf-8; e.g. latin-1)")
+
+    mech = r.add_argument_group("mechanism")
+    mech.add_argument("--mechanism", default="generalized-laplace", choices=list(mechanisms), metavar="NAME",
+                      help="one of: " + ", ".join(mechanisms) + " (default generalized-laplace)")
+    helps = {"sensitivity": "query sensitivity (default 1)", "norm": "norm of the generalized Laplace (default l1)"}
+    for name in PARAMETERS:
+        if name == "norm":
+            mech.add_argument("--norm", choices=["l1", "l2"], default=None, help=helps["norm"])
+        else:
+            mech.add_argument(f"--{name}", type=_number, default=None, help=helps.get(name))
+    mech.add_argument("--seed", type=_nonneg_int, default=None,
+                      help="random seed (default fresh OS entropy; never written to the outputs)")
+
+    out = r.add_argument_group("output")
+    out.add_argument("output", help="CSV file to write the release to")
+    out.add_argument("--metadata", default=None, help="metadata sidecar path (default OUTPUT with .json)")
+    out.add_argument("--force", action="store_true", help="overwrite an existing release and sidecar")
+
+    acct = r.add_argument_group("privacy accounting")
+    acct.add_argument("--ledger", default=None, metavar="PATH",
+                      help=f"privacy-loss ledger (default {DEFAULT_LEDGER_NAME} beside OUTPUT; its key beside it, "
+                      "mode 0600; keep both private)")
+    acct.add_argument("--budget", type=_budget, default=None, metavar="LOSS",
+                      help="total privacy loss allowed: epsilon=E, epsilon=E,delta=D, rho=R or mu=M (recorded in "
+                      "the ledger; later releases without --budget are held to it)")
+    acct.add_argument("--budget-scope", choices=list(SCOPES), default=None,
+                      help="input (default): the releases of the same counts; ledger: every release in the ledger")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .workflow.codec import MECHANISMS
 
@@ -122,28 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder for the figure and report (default ./privinfer-output/demo)")
 
     r = sub.add_parser("release", help=SUBCOMMANDS["release"], description=(
-        "Privatize the counts in a CSV file keeping an invariant exactly. Writes the release (same "
-        "layout; label columns kept, other input columns dropped) and a JSON metadata sidecar "
-        "(mechanism, guarantee, invariant values t; never the input values nor the seed)."),
+        "Privatize the counts in a CSV or Parquet file keeping an invariant exactly. Writes the release "
+        "(CSV, same layout: the label columns -- by default every column without numbers, or --id / "
+        "--keep -- and the released counts) and a JSON metadata sidecar (mechanism, guarantee, "
+        "invariant values t, ledger entry; never the input values nor the seed), and records the "
+        "release in a privacy-loss ledger. Existing outputs are kept unless --force."),
         epilog="mechanisms: " + "; ".join(f"{k}: {v.params}" for k, v in MECHANISMS.items()))
-    r.add_argument("input", help="CSV file of counts")
-    r.add_argument("output", help="CSV file to write the release to")
-    r.add_argument("--invariant", default="total",
-                   help="total (default), groups:COLUMN, margins (wide two-way table: first column row "
-                   "labels), margins:ROW,COL (long two-way table), or none")
-    r.add_argument("--mechanism", default="generalized-laplace", choices=list(MECHANISMS), metavar="NAME",
-                   help="one of: " + ", ".join(MECHANISMS) + " (default generalized-laplace)")
-    r.add_argument("--column", default=None, help="column of counts (column layout; default the last column)")
-    r.add_argument("--keep", action="append", default=[], metavar="COLUMN",
-                   help="identifier column copied to the release (repeatable)")
-    r.add_argument("--epsilon", type=_number, default=None)
-    r.add_argument("--delta", type=_number, default=None)
-    r.add_argument("--sigma", type=_number, default=None)
-    r.add_argument("--sensitivity", type=_number, default=None, help="query sensitivity (default 1)")
-    r.add_argument("--norm", choices=["l1", "l2"], default=None, help="norm of the generalized Laplace (default l1)")
-    r.add_argument("--metadata", default=None, help="metadata sidecar path (default OUTPUT with .json)")
-    r.add_argument("--seed", type=_nonneg_int, default=None,
-                   help="random seed (default fresh OS entropy; never written to the outputs)")
+    _add_release_arguments(r, MECHANISMS)
 
     f = sub.add_parser("fit", help=SUBCOMMANDS["fit"], description=(
         "Fit a reference model to a release made by 'privinfer release' (its metadata sidecar gives "
@@ -181,21 +226,37 @@ def cmd_demo(args) -> int:
 
 
 def cmd_release(args) -> int:
+    from .workflow.codec import PARAMETERS
+    from .workflow.ledger import Ledger, budget_text
     from .workflow.release import release_counts_file
+    from .workflow.table_io import list_names
 
     rel, dst, meta_path = release_counts_file(
         args.input, args.output, invariant=args.invariant, mechanism=args.mechanism, column=args.column,
-        keep=args.keep, metadata=args.metadata, rng=args.seed, epsilon=args.epsilon, delta=args.delta,
-        sigma=args.sigma, sensitivity=args.sensitivity, norm=args.norm)
+        keep=args.keep or None, id_column=args.id, metadata=args.metadata, rng=args.seed, force=args.force,
+        ledger=args.ledger if args.ledger is not None else True, budget=args.budget,
+        budget_scope=args.budget_scope, encoding=args.encoding, **{k: getattr(args, k) for k in PARAMETERS})
     print(f"released {rel.n} cells with {args.mechanism}; invariant: {rel.invariant_text}"
           + (f" ({rel.invariant.m} published totals kept exactly)" if rel.invariant is not None else ""))
     g = rel.guarantee
     print(f"guarantee: {g.definition} "
           + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                       for k, v in g.parameters.items() if v is not None))
+    names, _ = rel.cell_ids()
+    print("cells identified by: " + list_names(names))
+    if rel.layout is not None and rel.layout.not_copied:
+        print("not copied (columns holding numbers; name an id column with --id): "
+              + list_names(rel.layout.not_copied))
     if not rel.transparent:
         print("note: this baseline is not transparent (its noise law depends on the data): "
               "'privinfer fit' cannot use it")
+    book = Ledger(args.ledger) if args.ledger is not None else Ledger.beside(dst)
+    (entry,) = [e for e in book.entries() if e.id == rel.ledger_entry]
+    loss = book.spent(entry.fingerprint)
+    budget, _ = book.budget()
+    print(f"ledger: entry {entry.id} in {book.path}"
+          + (f"; privacy loss so far {budget_text(loss)} of the budget {budget_text(budget)}" if budget is not None
+             else f"; {len(book.entries(entry.fingerprint))} release(s) of this input, no budget set (--budget)"))
     print(f"wrote {dst} and {meta_path}")
     return 0
 
@@ -257,8 +318,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .invariants import InfeasibleInvariantError
     from .mechanisms import NonTransparentMechanismError
 
-    return (CliError, InfeasibleInvariantError, NonTransparentMechanismError, ValueError, TypeError,
-            FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+    return (CliError, InfeasibleInvariantError, NonTransparentMechanismError, ValueError, TypeError, OSError)
 
 
 def _is_user_error(exc: BaseException) -> bool:

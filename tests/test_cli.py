@@ -135,8 +135,10 @@ def test_release_groups_real_valued_then_fit_county(tmp_path, counties_csv, caps
                      capsys)
     assert rc == 0, err
     header, rows = read_csv(out)
-    assert header == ["state", "population"]
-    y = np.array([float(r[1]) for r in rows])
+    # every column without numbers is copied (the ids); 'households' holds numbers: not copied
+    assert header == ["state", "county", "population"]
+    assert [(r[0], r[1]) for r in rows] == [(s, c) for s, c, _ in COUNTIES]
+    y = np.array([float(r[2]) for r in rows])
     states = np.array([r[0] for r in rows])
     truth = np.array([p for *_, p in COUNTIES], dtype=float)
     for s in ("KY", "NV"):
@@ -155,7 +157,14 @@ def test_release_groups_real_valued_then_fit_county(tmp_path, counties_csv, caps
     np.testing.assert_allclose(x[:, states == "KY"].sum(1), t[0], rtol=1e-9)
     np.testing.assert_allclose(x[:, states == "NV"].sum(1), t[1], rtol=1e-9)
     cells_header, cells = read_csv(fit_dir / "cells.csv")
-    assert cells_header[:3] == ["cell", "release", "posterior_mean"] and len(cells) == len(COUNTIES)
+    # cells.csv carries the release's id columns, so it joins back to the input
+    assert cells_header[:4] == ["state", "county", "release", "posterior_mean"] and len(cells) == len(COUNTIES)
+    assert [(r[0], r[1]) for r in cells] == [(s, c) for s, c, _ in COUNTIES]
+    np.testing.assert_array_equal([float(r[2]) for r in cells], y)
+    # the posterior's cell dimension carries the ids as coordinates
+    assert idata.posterior["x"].dims[-1] == "cell"
+    assert list(idata.posterior["county"].values) == [c for _, c, _ in COUNTIES]
+    assert list(idata.posterior["cell"].values) == [f"{s} / {c}" for s, c, _ in COUNTIES]
     assert (fit_dir / "summary.txt").exists() and "max R-hat" in stdout
     # NUTS starts at the release (on the fibre), not at the least-norm point (each county at
     # its state's mean, ~1e6 noise sds away for Clark county): the chains must mix.  R-hat
@@ -186,6 +195,10 @@ def test_release_and_fit_integer_groups_with_lattice_sampler(tmp_path, counties_
     assert np.all(x[:, states == "KY"].sum(1) == truth[states == "KY"].sum())
     assert np.all(x[:, states == "NV"].sum(1) == truth[states == "NV"].sum())
     assert "Adair" in stdout  # cells are labelled with the kept columns
+    # the ids survive release -> fit: cells.csv joins back to the release on (state, county)
+    cells_header, cells = read_csv(tmp_path / "fit" / "cells.csv")
+    assert cells_header[:3] == ["state", "county", "release"]
+    assert [(r[0], r[1], int(float(r[2]))) for r in cells] == [(s, c, int(v)) for s, c, v in zip(states, [r[1] for r in rows], y)]
 
 
 def test_release_wide_table_keeps_margins_and_fit_contingency(tmp_path, capsys):
@@ -211,6 +224,12 @@ def test_release_wide_table_keeps_margins_and_fit_contingency(tmp_path, capsys):
     assert np.all(x.sum(2) == table.sum(1)) and np.all(x.sum(1) == table.sum(0))
     assert post["log_odds_ratio"].shape[-2:] == (3, 3)
     assert "Gamma / High" in stdout
+    # a wide table's cells are identified by its row label column and the column category
+    assert list(post["county"].values) == [c for c in ["Alpha", "Beta", "Gamma", "Delta"] for _ in range(4)]
+    assert list(post["column"].values) == ["Low", "Medium", "High", "Very High"] * 4
+    cells_header, cells = read_csv(tmp_path / "fit" / "cells.csv")
+    assert cells_header[:3] == ["county", "column", "release"]
+    assert [int(float(r[2])) for r in cells if (r[0], r[1]) == ("Gamma", "High")] == [y[2, 2]]
 
 
 def test_release_long_table_margins(tmp_path, capsys):
@@ -226,6 +245,160 @@ def test_release_long_table_margins(tmp_path, capsys):
     for key, idx in (("row", 0), ("col", 1)):
         for lab in {c[idx] for c in cells}:
             assert sum(int(r[2]) for r in rows if r[idx] == lab) == sum(c[2] for c in cells if c[idx] == lab), key
+
+
+def test_id_column_with_numbers_is_kept_when_named(tmp_path, capsys):
+    src = write_csv(tmp_path / "fips.csv", ["GEOID", "name", "pop", "area"],
+                    [["21001", "Adair", 18656, 407], ["21003", "Allen", 19956, 344], ["21005", "Anderson", 21421, 201]])
+    rc, out, err = run(["release", src, tmp_path / "a.csv", "--column", "pop", "--epsilon", "1", "--seed", "1"], capsys)
+    assert rc == 0, err
+    assert read_csv(tmp_path / "a.csv")[0] == ["name", "pop"]  # GEOID and area hold numbers: not copied
+    assert "not copied" in out and "'GEOID', 'area'" in out
+    rc, out, err = run(["release", src, tmp_path / "b.csv", "--column", "pop", "--id", "GEOID", "--epsilon", "1",
+                        "--seed", "1"], capsys)
+    assert rc == 0, err
+    header, rows = read_csv(tmp_path / "b.csv")
+    assert header == ["GEOID", "pop"] and [r[0] for r in rows] == ["21001", "21003", "21005"]  # text, as given
+    meta = json.loads((tmp_path / "b.json").read_text())
+    assert meta["label_columns"] == ["GEOID"]
+    from privinfer.workflow import read_release
+
+    back = read_release(tmp_path / "b.csv")
+    assert back.cell_ids() == (["GEOID"], [("21001",), ("21003",), ("21005",)])
+
+
+def test_parquet_input_keeps_ids(tmp_path, capsys):
+    import pandas as pd
+
+    src = tmp_path / "counties.parquet"
+    pd.DataFrame({"state": [s for s, _, _ in COUNTIES], "county": [c for _, c, _ in COUNTIES],
+                  "population": np.array([p for *_, p in COUNTIES], dtype=np.int64)}).to_parquet(src)
+    out = tmp_path / "rel.csv"
+    rc, _, err = run(["release", src, out, "--invariant", "groups:state", "--epsilon", "1", "--seed", "4"], capsys)
+    assert rc == 0, err
+    header, rows = read_csv(out)
+    assert header == ["state", "county", "population"]
+    assert [(r[0], r[1]) for r in rows] == [(s, c) for s, c, _ in COUNTIES]
+    truth = np.array([p for *_, p in COUNTIES])
+    y = np.array([int(r[2]) for r in rows])
+    states = np.array([r[0] for r in rows])
+    for s in ("KY", "NV"):
+        assert y[states == s].sum() == truth[states == s].sum()
+
+
+# ----------------------------------------------------------------------------------------------
+# safe files: no overwriting without --force, no partial files
+# ----------------------------------------------------------------------------------------------
+
+
+def _release_args(src, out, seed):
+    return ["release", src, out, "--column", "population", "--epsilon", "1", "--seed", str(seed)]
+
+
+def test_existing_outputs_are_not_overwritten_without_force(tmp_path, counties_csv, capsys):
+    out = tmp_path / "rel.csv"
+    rc, _, err = run(_release_args(counties_csv, out, 1), capsys)
+    assert rc == 0, err
+    first = (out.read_bytes(), (tmp_path / "rel.json").read_bytes(), (tmp_path / "privinfer-ledger.json").read_bytes())
+    rc, _, err = run(_release_args(counties_csv, out, 2), capsys)
+    assert_one_line_error(rc, err, "rel.csv exists already", "--force")
+    # nothing changed, and the refused release spent no budget
+    assert (out.read_bytes(), (tmp_path / "rel.json").read_bytes(),
+            (tmp_path / "privinfer-ledger.json").read_bytes()) == first
+    # the sidecar alone is protected too
+    out.unlink()
+    rc, _, err = run(_release_args(counties_csv, out, 2), capsys)
+    assert_one_line_error(rc, err, "rel.json exists already")
+    assert not out.exists()
+    rc, _, err = run(_release_args(counties_csv, out, 3) + ["--force"], capsys)
+    assert rc == 0, err
+    meta = json.loads((tmp_path / "rel.json").read_text())
+    entries = json.loads((tmp_path / "privinfer-ledger.json").read_text())["entries"]
+    assert len(entries) == 2 and meta["ledger_entry"] == entries[-1]["id"]
+
+
+def test_a_failure_between_writing_and_renaming_leaves_no_file(tmp_path, counties_csv, capsys, monkeypatch):
+    from privinfer.workflow import atomic
+
+    real_commit = atomic.StagedFile.commit
+    calls = []
+
+    def fail_second(self):
+        calls.append(self.target.name)
+        if self.target.name == "rel.json":  # the CSV is in place, the sidecar fails
+            raise OSError(28, "No space left on device")
+        real_commit(self)
+
+    monkeypatch.setattr(atomic.StagedFile, "commit", fail_second)
+    rc, _, err = run(_release_args(counties_csv, tmp_path / "rel.csv", 1), capsys)
+    assert_one_line_error(rc, err, "No space left on device")
+    assert calls == ["privinfer-ledger.key", "privinfer-ledger.json", "rel.csv", "rel.json"]
+    # the CSV moved into place first is removed again; no temporary file is left behind
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["counties.csv", "privinfer-ledger.json", "privinfer-ledger.key"], names
+
+
+KILL_SCRIPT = """
+import pathlib, sys, time
+from privinfer import cli
+from privinfer.workflow import atomic
+
+flag, stall_at = pathlib.Path(sys.argv[1]), sys.argv[2]
+real_commit = atomic.StagedFile.commit
+
+def stalled_commit(self):
+    if self.target.name != stall_at:
+        return real_commit(self)
+    flag.write_text(str(self.temp))  # the temporary file is complete; the rename has not happened
+    time.sleep(120)
+
+atomic.StagedFile.commit = stalled_commit
+sys.exit(cli.main(sys.argv[3:]))
+"""
+
+
+def _kill_while_moving(tmp_path, stall_at, argv):
+    """Run ``privinfer argv`` in a subprocess, stop it when it is about to move the temporary
+    file of ``stall_at`` into place, and kill it (SIGKILL: no clean-up runs)."""
+    import signal
+    import time
+
+    flag = tmp_path / "flag"
+    flag.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(flag), stall_at] + [str(a) for a in argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert flag.exists(), proc.communicate()[1].decode()
+        time.sleep(0.05)
+        assert pathlib.Path(flag.read_text()).exists()  # written, not yet renamed
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_killing_a_release_mid_write_leaves_no_partial_file(tmp_path, counties_csv):
+    out = tmp_path / "out" / "rel.csv"
+    ledger = out.parent / "privinfer-ledger.json"
+    # killed while moving the release CSV into place: neither the CSV nor the sidecar exists
+    _kill_while_moving(tmp_path, "rel.csv", _release_args(counties_csv, out, 1))
+    assert not out.exists() and not out.with_suffix(".json").exists()
+    # the ledger recorded the release before its files were to appear (never an unrecorded
+    # release; an interrupted one is counted, which errs on the safe side)
+    assert len(json.loads(ledger.read_text())["entries"]) == 1
+    # a new run is not blocked by the interrupted one
+    assert cli.main([str(a) for a in _release_args(counties_csv, out, 2)]) == 0
+    assert out.exists() and out.with_suffix(".json").exists()
+    # killed while replacing the ledger: the ledger is the complete previous one, no output
+    before = ledger.read_bytes()
+    other = tmp_path / "out" / "other.csv"
+    _kill_while_moving(tmp_path, "privinfer-ledger.json", _release_args(counties_csv, other, 3))
+    assert ledger.read_bytes() == before and not other.exists() and not other.with_suffix(".json").exists()
 
 
 # ----------------------------------------------------------------------------------------------

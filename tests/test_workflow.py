@@ -198,3 +198,23 @@ def test_fit_refuses_unfittable_releases():
         privinfer.fit(tot, "contingency")
     with pytest.raises(TypeError, match="Release"):
         privinfer.fit(np.array([1, 2, 3]), "county")
+
+
+def test_write_refuses_to_overwrite_unless_asked(tmp_path):
+    from privinfer.workflow import OutputExistsError
+
+    x = np.array([40, 12, 7, 25, 3])
+    first = make_release(x, GeneralizedLaplace(I.total(5), 0.2), rng=1)
+    second = make_release(x, GeneralizedLaplace(I.total(5), 0.2), rng=2)
+    assert not np.array_equal(first.y, second.y)
+    csv_path, meta_path = first.write(tmp_path / "rel.csv")
+    before = (csv_path.read_bytes(), meta_path.read_bytes())
+    with pytest.raises(OutputExistsError, match="rel.csv exists already"):
+        second.write(tmp_path / "rel.csv")
+    with pytest.raises(OutputExistsError, match="rel.json exists already"):
+        second.write(tmp_path / "other.csv", tmp_path / "rel.json")
+    assert (csv_path.read_bytes(), meta_path.read_bytes()) == before
+    assert not (tmp_path / "other.csv").exists()
+    second.write(tmp_path / "rel.csv", overwrite=True)
+    np.testing.assert_array_equal(read_release(csv_path).y, second.y)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel.csv", "rel.json"]  # no temporary file left

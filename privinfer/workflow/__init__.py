@@ -1,7 +1,11 @@
 """From confidential counts to a published release to a fitted posterior, in one spine.
 
-``files``    counts tables in CSV files, the release CSV and its JSON sidecar (no values in a
-             :class:`~privinfer.workflow.files.Layout`)
+``files``    counts tables in CSV/Parquet files, the release CSV and its JSON sidecar (no
+             values in a :class:`~privinfer.workflow.files.Layout`)
+``table_io`` reading CSV (pandas) and Parquet (pyarrow) with one-line errors naming row and
+             column, never a value
+``atomic``   complete files or none; no overwriting unless asked
+``ledger``   the privacy-loss ledger: keyed fingerprints of the inputs, guarantees, budgets
 ``codec``    the one place mechanisms are built from names and (de)serialized for the sidecar
 ``release``  :class:`Release` (the value object), :func:`make_release` (curator),
              :func:`read_release` (analyst), ``Release.write``
@@ -12,8 +16,10 @@
 Importing this package does not import PyMC: ``fit`` does when it runs.
 """
 
-from .files import ReleaseFileError
+from .errors import BudgetExceededError, LedgerError, OutputExistsError, ReleaseFileError
 from .fitting import FitResult, fit
+from .ledger import Ledger, parse_budget
 from .release import Release, make_release, read_release
 
-__all__ = ["Release", "make_release", "read_release", "fit", "FitResult", "ReleaseFileError"]
+__all__ = ["Release", "make_release", "read_release", "fit", "FitResult", "ReleaseFileError", "OutputExistsError",
+           "Ledger", "LedgerError", "BudgetExceededError", "parse_budget"]

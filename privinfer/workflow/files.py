@@ -1,22 +1,33 @@
-"""Counts tables in CSV files, the CSV of a release, and the JSON metadata sidecar.
+"""Counts tables in CSV and Parquet files, the CSV of a release, and the JSON metadata sidecar.
 
 These are the files of ``privinfer release`` and ``privinfer fit``; :mod:`.release` turns them
-into :class:`~privinfer.workflow.Release` values and back.
+into :class:`~privinfer.workflow.Release` values and back.  :mod:`.table_io` reads the files
+(pandas; one-line errors naming the data row and column, never a value), :mod:`.atomic`
+writes them (complete files only, no overwriting unless asked).
 
 Input layouts
 -------------
 *Column* layout: one column of counts (``value_column``; default the last column), and
-optionally label columns: the group column of ``groups:COLUMN``, the row and column label
-columns of ``margins:ROW,COL`` (a two-way table in long form), and identifier columns the
-curator chooses to keep (``keep``).
+label columns: the group column of ``groups:COLUMN``, the row and column label columns of
+``margins:ROW,COL`` (a two-way table in long form), and the columns that identify the cells:
+
+* by default every other column that holds no number, in input order (a column with a number
+  in it may hold confidential counts, so it is never copied unless named; the release
+  records which columns were left out, :attr:`Layout.not_copied`);
+* ``id_column`` (``--id``): that column (numbers allowed), instead of the default;
+* ``keep`` (``--keep``): exactly these columns (with ``id_column`` if also given).
+
+The invariant's label columns together with the identifying columns must tell every row
+apart (duplicate ids are refused, naming the two data rows); an ``id_column`` must do so on
+its own and may not be blank.
 
 *Table* layout (``margins``): a two-way table in wide form; the first column holds the row
 labels, every other column holds the counts of one column category.
 
 The release CSV has the same layout, with the counts replaced by the released values, and
-only the label columns (never another data column of the input: it may be confidential).
-A :class:`Layout` records that mapping between cells and CSV rows without any value, so a
-release can carry it while the confidential counts stay with the curator.
+only the label columns.  A :class:`Layout` records that mapping between cells and CSV rows
+without any value, so a release can carry it while the confidential counts stay with the
+curator.
 
 Metadata sidecar
 ----------------
@@ -29,9 +40,8 @@ format tag and required entries.
 
 from __future__ import annotations
 
-import csv
+import io
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,9 +49,13 @@ import numpy as np
 
 from .. import invariants as I
 from ..invariants import Invariant
+from .atomic import write_files
+from .errors import OutputExistsError, ReleaseFileError
+from .table_io import PARQUET_SUFFIXES, RawTable, holds_numbers, list_names, parse_counts, quote_name, read_table
 
 __all__ = [
     "ReleaseFileError",
+    "OutputExistsError",
     "InvariantSpec",
     "Layout",
     "CountsTable",
@@ -49,20 +63,18 @@ __all__ = [
     "read_counts",
     "build_invariant",
     "invariant_labels",
+    "format_values",
+    "format_metadata",
     "write_values",
     "metadata_path_for",
     "write_metadata",
     "read_metadata",
     "jsonable",
+    "check_release_path",
 ]
 
 #: Format tag of the metadata sidecar.
 METADATA_FORMAT = "privinfer-release/1"
-
-
-class ReleaseFileError(ValueError):
-    """A counts/release/metadata file or an option does not fit (the message names the problem,
-    never a confidential value)."""
 
 
 # =============================================================================================
@@ -137,6 +149,7 @@ class Layout:
     row_labels: list[str] = field(default_factory=list)
     col_labels: list[str] = field(default_factory=list)
     group_labels: list[str] = field(default_factory=list)  # per cell, for groups
+    not_copied: list[str] = field(default_factory=list)  # input columns holding numbers, left out
 
     @property
     def n(self) -> int:
@@ -163,6 +176,23 @@ class Layout:
         if self.label_rows and self.label_rows[0]:
             return [" / ".join(lab) for lab in self.label_rows]
         return [f"cell {i + 1}" for i in range(self.n)]
+
+    def cell_ids(self) -> tuple[list[str], list[tuple[str, ...]]]:
+        """The ids of the cells, in cell order: ``(names, rows)`` with one tuple of label
+        values per cell.  Column layout: the release's label columns; wide two-way table: the
+        row-label column and ``"column"`` (the column category); no label column: ``"cell"``
+        numbered from 1."""
+        if self.spec.wide:
+            row_name = self.out_header[0]
+            col_name = "column" if row_name != "column" else "column category"
+            return [row_name, col_name], [(r, c) for r in self.row_labels for c in self.col_labels]
+        names = self.label_columns
+        if not names:
+            return ["cell"], [(str(i + 1),) for i in range(self.n)]
+        rows = self.label_rows
+        if self.order is not None:
+            rows = [rows[int(k)] for k in self.order]
+        return list(names), [tuple(r) for r in rows]
 
 
 @dataclass
@@ -193,68 +223,6 @@ class CountsTable:
 # =============================================================================================
 # reading counts
 # =============================================================================================
-def _read_rows(path) -> tuple[list[str], list[list[str]]]:
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"file not found: {p}")
-    if p.is_dir():
-        raise ReleaseFileError(f"{p} is a directory, not a CSV file")
-    try:
-        with open(p, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
-    except UnicodeDecodeError:
-        raise ReleaseFileError(f"{p.name}: cannot read the file as UTF-8 text (is it a CSV file?)") from None
-    except csv.Error as exc:
-        raise ReleaseFileError(f"{p.name}: not a valid CSV file ({exc})") from None
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        raise ReleaseFileError(f"{p.name}: the file is empty")
-    header = [h.strip() for h in rows[0]]
-    if any(not h for h in header):
-        raise ReleaseFileError(f"{p.name}: the header row has an empty column name")
-    dup = sorted({h for h in header if header.count(h) > 1})
-    if dup:
-        raise ReleaseFileError(f"{p.name}: duplicate column name(s) {', '.join(dup)}")
-    body = rows[1:]
-    if not body:
-        raise ReleaseFileError(f"{p.name}: no data rows below the header")
-    for i, r in enumerate(body):
-        if len(r) != len(header):
-            raise ReleaseFileError(
-                f"{p.name}: data row {i + 1} has {len(r)} fields, the header has {len(header)}"
-            )
-    return header, [[c.strip() for c in r] for r in body]
-
-
-def _col(header, name, fname, what) -> int:
-    if name not in header:
-        raise ReleaseFileError(f"{fname}: {what} column '{name}' not found (columns: {', '.join(header)})")
-    return header.index(name)
-
-
-def _parse_values(cells, fname, column, *, integer, nonnegative) -> np.ndarray:
-    """Numbers from CSV cells; the messages name row and column, never the value."""
-    out = np.empty(len(cells), dtype=float)
-    for i, s in enumerate(cells):
-        if not s:
-            raise ReleaseFileError(f"{fname}: column '{column}', data row {i + 1} is blank")
-        try:
-            v = float(s)
-        except ValueError:
-            raise ReleaseFileError(f"{fname}: column '{column}', data row {i + 1} is not a number") from None
-        if not math.isfinite(v):
-            raise ReleaseFileError(f"{fname}: column '{column}', data row {i + 1} is not a finite number")
-        if integer and v != round(v):
-            raise ReleaseFileError(
-                f"{fname}: column '{column}', data row {i + 1} is not an integer count "
-                "(the mechanism releases integer counts)"
-            )
-        if nonnegative and v < 0:
-            raise ReleaseFileError(f"{fname}: column '{column}', data row {i + 1} is a negative count")
-        out[i] = v
-    return out
-
-
 def _first_appearance(labels) -> list[str]:
     seen: dict[str, None] = {}
     for s in labels:
@@ -262,64 +230,109 @@ def _first_appearance(labels) -> list[str]:
     return list(seen)
 
 
+def _labels(table: RawTable, j: int, what: str) -> list[str]:
+    """Column ``j`` as labels that may not be blank (``what`` says what each labels)."""
+    cells = table.column(j)
+    for i, c in enumerate(cells):
+        if not c:
+            raise ReleaseFileError(f"{table.where(i, j)} is blank (every cell needs {what})")
+    return cells
+
+
+def _check_unique(table: RawTable, cols: list[int], hint: str) -> None:
+    """The label tuples of the columns ``cols`` tell every data row apart (names the rows)."""
+    first: dict[tuple, int] = {}
+    columns = [table.column(j) for j in cols]
+    for i, key in enumerate(zip(*columns)):
+        k = first.setdefault(key, i)
+        if k != i:
+            names = list_names(table.header[j] for j in cols)
+            raise ReleaseFileError(
+                f"{table.name}: data rows {int(table.row_numbers[k])} and {int(table.row_numbers[i])} have the "
+                f"same id in column(s) {names}; ids must be unique{hint}")
+
+
 def read_counts(path, spec: InvariantSpec, value_column: str | None = None, *, integer: bool,
-                nonnegative: bool = True, keep=(), value_columns=None) -> CountsTable:
-    """Read counts for ``spec`` (see the module docstring for the layouts).
+                nonnegative: bool = True, keep=None, id_column: str | None = None, value_columns=None,
+                encoding: str = "utf-8") -> CountsTable:
+    """Read counts for ``spec`` from a CSV or Parquet file (see the module docstring for the
+    layouts and the columns copied).
 
     ``integer`` requires integer values; ``nonnegative`` rejects negative values (counts; a
-    release may hold negative values, so reading a release passes ``False``).
-    ``value_columns`` (wide tables read back from a release) fixes the count columns.
+    release may hold negative values, so reading a release passes ``False``).  ``keep``
+    (``None``: the default rule) and ``id_column`` choose the identifying columns;
+    ``value_columns`` (wide tables read back from a release) fixes the count columns;
+    ``encoding`` is the text encoding of a CSV file.
     """
-    header, body = _read_rows(path)
-    fname = Path(path).name
-    keep = list(dict.fromkeys(keep or ()))
+    table = read_table(path, encoding=encoding)
+    fname, header = table.name, table.header
     if spec.wide:
         if len(header) < 2:
             raise ReleaseFileError(f"{fname}: a wide table needs a row-label column and at least one count column")
-        if value_column is not None or keep:
-            raise ReleaseFileError("a wide table (--invariant margins) takes neither --column nor --keep")
+        if value_column is not None or keep or id_column is not None:
+            raise ReleaseFileError("a wide table (--invariant margins) takes neither --column, --keep nor --id: "
+                                   "its first column holds the row labels")
         vcols = list(value_columns) if value_columns is not None else header[1:]
         for c in vcols:
-            _col(header, c, fname, "count")
+            table.index(c, "count")
         if header[1:] != vcols:
-            raise ReleaseFileError(f"{fname}: count columns {', '.join(header[1:])} differ from the expected "
-                                   f"{', '.join(vcols)}")
-        row_labels = [r[0] for r in body]
-        if len(set(row_labels)) != len(row_labels) or any(not s for s in row_labels):
-            raise ReleaseFileError(f"{fname}: the row labels (first column) must be non-empty and distinct")
-        grid = np.column_stack([
-            _parse_values([r[j] for r in body], fname, header[j], integer=integer, nonnegative=nonnegative)
-            for j in range(1, len(header))
-        ])
-        layout = Layout(spec, vcols, header, [[r[0]] for r in body], None, grid.shape, row_labels, vcols)
+            raise ReleaseFileError(f"{fname}: count columns {list_names(header[1:])} differ from the expected "
+                                   f"{list_names(vcols)}")
+        row_labels = _labels(table, 0, "a row label")
+        _check_unique(table, [0], "")
+        cols, total = [], 0
+        for j in range(1, len(header)):
+            cols.append(parse_counts(table, j, integer=integer, nonnegative=nonnegative, total_before=total))
+            total += float(np.abs(cols[-1]).sum()) if not integer else int(np.abs(cols[-1]).sum())
+        grid = np.column_stack(cols)
+        layout = Layout(spec, vcols, header, [[r] for r in row_labels], None, grid.shape, row_labels, vcols)
         return CountsTable(Path(path), layout, grid.ravel())
 
     vcol = value_column if value_column is not None else (value_columns[0] if value_columns else header[-1])
-    vj = _col(header, vcol, fname, "count")
+    vj = table.index(vcol, "count")
     label_cols = list(spec.columns) if spec.kind in ("groups", "margins") else []
-    for c in label_cols + keep:
-        _col(header, c, fname, "label" if c in label_cols else "--keep")
+    for c in label_cols:
+        table.index(c, "label")
         if c == vcol:
-            raise ReleaseFileError(f"{fname}: column '{c}' cannot be both the counts and a label")
-    lj = sorted({header.index(c) for c in keep + label_cols})  # input order
+            raise ReleaseFileError(f"{fname}: column {quote_name(c)} cannot be both the counts and a label")
+    named = list(dict.fromkeys(list(keep or ()) + ([id_column] if id_column is not None else [])))
+    for c in named:
+        table.index(c, "--id" if c == id_column else "--keep")
+        if c == vcol:
+            raise ReleaseFileError(f"{fname}: column {quote_name(c)} cannot be both the counts and an id")
+    not_copied: list[str] = []
+    if keep is not None or id_column is not None:
+        extra = [c for c in named if c not in label_cols]
+    else:
+        extra = []
+        for j, h in enumerate(header):
+            if j == vj or h in label_cols:
+                continue
+            (not_copied if holds_numbers(table.column(j)) else extra).append(h)
+    lj = sorted({table.index(c) for c in label_cols + extra})  # input order
     out_labels = [header[j] for j in lj]
-    vals = _parse_values([r[vj] for r in body], fname, vcol, integer=integer, nonnegative=nonnegative)
-    layout = Layout(spec, [vcol], out_labels + [vcol], [[r[j] for j in lj] for r in body])
+    if id_column is not None:
+        idj = table.index(id_column)
+        _labels(table, idj, "an id")
+        _check_unique(table, [idj], "")
+    if extra:
+        _check_unique(table, lj, " (name an id column with --id, or the columns to copy with --keep)")
+    vals = parse_counts(table, vj, integer=integer, nonnegative=nonnegative)
+    label_rows = table.cells[:, lj].tolist() if lj else [[] for _ in range(table.n_rows)]
+    layout = Layout(spec, [vcol], out_labels + [vcol], label_rows, not_copied=not_copied)
     if spec.kind == "groups":
-        g = [r[header.index(spec.columns[0])] for r in body]
-        if any(not s for s in g):
-            raise ReleaseFileError(f"{fname}: column '{spec.columns[0]}' has a blank group label")
-        layout.group_labels = g
+        layout.group_labels = _labels(table, table.index(spec.columns[0]), "a group")
     elif spec.kind == "margins":
-        rl = [r[header.index(spec.columns[0])] for r in body]
-        cl = [r[header.index(spec.columns[1])] for r in body]
+        rl = _labels(table, table.index(spec.columns[0]), "a row label")
+        cl = _labels(table, table.index(spec.columns[1]), "a column label")
         rows, cols = _first_appearance(rl), _first_appearance(cl)
         ri = {s: i for i, s in enumerate(rows)}
         ci = {s: j for j, s in enumerate(cols)}
         pos = np.array([ri[a] * len(cols) + ci[b] for a, b in zip(rl, cl)], dtype=np.int64)
-        if len(body) != len(rows) * len(cols) or len(np.unique(pos)) != len(pos):
+        _check_unique(table, [table.index(c) for c in spec.columns], "")
+        if len(rl) != len(rows) * len(cols):
             raise ReleaseFileError(
-                f"{fname}: columns '{spec.columns[0]}' and '{spec.columns[1]}' must list every "
+                f"{fname}: columns {quote_name(spec.columns[0])} and {quote_name(spec.columns[1])} must list every "
                 f"(row, column) pair of a {len(rows)} x {len(cols)} table exactly once"
             )
         order = np.empty(len(pos), dtype=np.int64)
@@ -362,27 +375,40 @@ def _fmt(v, integer: bool) -> str:
     return str(int(v)) if integer else repr(float(v))
 
 
-def write_values(path, layout: Layout, y, *, integer: bool) -> Path:
-    """Write the values ``y`` (cell order) to ``path`` in the CSV layout ``layout``."""
-    y = np.asarray(y)
+def check_release_path(path) -> Path:
+    """A release is written as CSV: refuse a Parquet name rather than write CSV under it."""
     p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(layout.out_header)
-        if layout.spec.wide:
-            grid = y.reshape(layout.shape)
-            for lab, row in zip(layout.label_rows, grid):
-                w.writerow(lab + [_fmt(v, integer) for v in row])
+    if p.suffix.lower() in PARQUET_SUFFIXES:
+        raise ReleaseFileError(f"{p.name}: releases are written as CSV; give the output a .csv name")
+    return p
+
+
+def format_values(layout: Layout, y, *, integer: bool) -> str:
+    """The release CSV: the values ``y`` (cell order) in the layout ``layout`` (pandas)."""
+    import pandas as pd
+
+    y = np.asarray(y)
+    if layout.spec.wide:
+        grid = y.reshape(layout.shape)
+        rows = [lab + [_fmt(v, integer) for v in row] for lab, row in zip(layout.label_rows, grid)]
+    else:
+        csv_vals = np.empty_like(y)
+        if layout.order is None:
+            csv_vals[:] = y
         else:
-            csv_vals = np.empty_like(y)
-            if layout.order is None:
-                csv_vals[:] = y
-            else:
-                csv_vals[layout.order] = y
-            for lab, v in zip(layout.label_rows, csv_vals):
-                w.writerow(lab + [_fmt(v, integer)])
+            csv_vals[layout.order] = y
+        rows = [lab + [_fmt(v, integer)] for lab, v in zip(layout.label_rows, csv_vals)]
+    buf = io.StringIO()
+    frame = pd.DataFrame(rows, columns=range(len(layout.out_header)), dtype=object)
+    frame.columns = layout.out_header
+    frame.to_csv(buf, index=False, lineterminator="\n")
+    return buf.getvalue()
+
+
+def write_values(path, layout: Layout, y, *, integer: bool, overwrite: bool = False) -> Path:
+    """Write the values ``y`` (cell order) to ``path`` in the CSV layout ``layout`` (a
+    complete file or none; an existing file only with ``overwrite``)."""
+    (p,) = write_files([(check_release_path(path), format_values(layout, y, integer=integer))], overwrite=overwrite)
     return p
 
 
@@ -408,12 +434,14 @@ def jsonable(v):
     return str(v)
 
 
-def write_metadata(path, meta: dict) -> Path:
-    """Write the sidecar ``meta`` as indented JSON."""
-    p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+def format_metadata(meta: dict) -> str:
+    """The sidecar ``meta`` as indented JSON text."""
+    return json.dumps(meta, indent=2) + "\n"
+
+
+def write_metadata(path, meta: dict, *, overwrite: bool = False) -> Path:
+    """Write the sidecar ``meta`` as indented JSON (a complete file or none)."""
+    (p,) = write_files([(Path(path), format_metadata(meta))], overwrite=overwrite)
     return p
 
 

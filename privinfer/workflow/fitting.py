@@ -13,26 +13,36 @@ Models (:mod:`privinfer.models`), by name:
 or any callable ``model(release) -> pm.Model`` with a latent ``"x"`` of the released cells.
 Integer latents are sampled with :func:`privinfer.pymc.lattice_steps` (LatticeMetropolis)
 unless ``step`` says otherwise, continuous parameters with NUTS.  Outputs (``output=``):
-``posterior.nc`` (``arviz.to_netcdf``), ``cells.csv`` (per released cell: label, release,
+``posterior.nc`` (``arviz.to_netcdf``), ``cells.csv`` (per released cell: its ids, release,
 posterior mean, sd and 90% interval), ``summary.csv`` / ``summary.txt`` (``arviz.summary`` of
 the model's free parameters and named deterministics).
+
+Cell ids: the cells are identified as in the release file (:meth:`Release.cell_ids`: its
+label columns, e.g. ``state`` and ``county``).  ``cells.csv`` starts with those columns, so it
+joins back to the release and the input; in the posterior, the cell dimension of ``x`` (and
+of the observed ``y``) is named ``cell``, indexed by the printable labels (``"KY / Adair"``)
+and carries one coordinate per id column (:func:`label_cells`).
 
 PyMC is imported inside the functions, so importing this module stays light.
 """
 
 from __future__ import annotations
 
-import csv
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .atomic import write_files
 from .files import ReleaseFileError
 from .release import Release, read_release
 
 __all__ = ["FitResult", "fit", "fit_release", "build_model", "start_near_release", "equal_tailed_interval",
-           "MODELS", "INTERVAL"]
+           "label_cells", "MODELS", "INTERVAL", "CELL_DIM"]
+
+#: Name of the cell dimension of ``x`` and ``y`` in the posterior.
+CELL_DIM = "cell"
 
 #: Posterior interval probability of the per-cell summaries.
 INTERVAL = 0.9
@@ -137,6 +147,7 @@ class FitResult:
     idata: object = field(default=None, repr=False)
     summary: object = field(default=None, repr=False)
     interval: float = INTERVAL
+    cell_ids: tuple | None = None  # (id column names, one tuple per cell), as Release.cell_ids()
 
     def draws(self, name: str = "x") -> np.ndarray:
         """Posterior draws of ``name`` with chains stacked: shape ``(chains * draws,) + var shape``."""
@@ -178,6 +189,23 @@ class FitResult:
             L.append(f"{k}: {p}")
         return "\n".join(L)
 
+    def cells_table(self) -> str:
+        """``cells.csv``: the id columns of the cells (``cell_ids``; ``cell`` with the printable
+        labels when unknown), then release, posterior mean and sd, and interval bounds.  An id
+        column whose name clashes with a statistic's gets the suffix ``_id``."""
+        import pandas as pd
+
+        pct = int(round(100 * self.interval))
+        stats = ["release", "posterior_mean", "posterior_sd", f"lower_{pct}", f"upper_{pct}"]
+        names, rows = self.cell_ids if self.cell_ids is not None else (["cell"], [(c,) for c in self.cell_labels])
+        names = [f"{n}_id" if n in stats else n for n in names]
+        data = {n: [r[j] for r in rows] for j, n in enumerate(names)}
+        for name, v in zip(stats, (self.release, self.mean, self.sd, self.lower, self.upper)):
+            data[name] = [repr(float(a)) for a in v]
+        buf = io.StringIO()
+        pd.DataFrame(data, dtype=object).to_csv(buf, index=False, lineterminator="\n")
+        return buf.getvalue()
+
     def write(self, output) -> dict:
         """Write ``posterior.nc``, ``cells.csv``, ``summary.csv`` and ``summary.txt`` to the folder
         ``output`` (created); returns and records the paths."""
@@ -188,12 +216,7 @@ class FitResult:
         nc = out / "posterior.nc"
         az.to_netcdf(self.idata, str(nc))
         cells = out / "cells.csv"
-        pct = int(round(100 * self.interval))
-        with open(cells, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(["cell", "release", "posterior_mean", "posterior_sd", f"lower_{pct}", f"upper_{pct}"])
-            for row in zip(self.cell_labels, self.release, self.mean, self.sd, self.lower, self.upper):
-                w.writerow([row[0]] + [repr(float(v)) for v in row[1:]])
+        write_files([(cells, self.cells_table())], overwrite=True)
         sc = out / "summary.csv"
         self.summary.to_csv(sc)
         st = out / "summary.txt"
@@ -249,6 +272,7 @@ def fit(release: Release, model="county", *, draws: int = 1000, tune: int = 1000
                           random_seed=seed, progressbar=progressbar, compute_convergence_checks=False,
                           **sample_options)
 
+    idata = label_cells(idata, release)
     xd = idata.posterior["x"].values.reshape(-1, release.n)
     lo, hi = equal_tailed_interval(xd, interval)
     free = [v.name for v in pm_model.free_RVs]
@@ -256,11 +280,45 @@ def fit(release: Release, model="county", *, draws: int = 1000, tune: int = 1000
         n for n in ("x", "log_odds_ratio") if n in idata.posterior and n not in free]
     summ = az.summary(idata, var_names=names)
     result = FitResult(model_name, seed, release.labels, release.y, xd.mean(0), xd.std(0), lo, hi,
-                       float("nan"), float("nan"), idata=idata, summary=summ, interval=interval)
+                       float("nan"), float("nan"), idata=idata, summary=summ, interval=interval,
+                       cell_ids=release.cell_ids())
     result.rhat_max, result.ess_bulk_min = result.diagnostics()
     if output is not None:
         result.write(output)
     return result
+
+
+def label_cells(idata, release: Release):
+    """``idata`` with the cells of ``x`` and ``y`` labelled by the release's ids.
+
+    In every group holding ``x`` or ``y`` with a default, unnamed dimension of the release's
+    length (``x_dim_0``), that dimension becomes :data:`CELL_DIM` indexed by the printable
+    labels (``release.labels``; by number if they repeat) and gets one coordinate per id
+    column of :meth:`Release.cell_ids` (prefixed ``id_`` if the name is taken).  Dimensions a
+    model named itself are left alone.
+    """
+    labels = list(release.labels)
+    names, rows = release.cell_ids()
+    index = labels if len(set(labels)) == len(labels) else list(range(release.n))
+    for group in idata.groups():
+        ds = idata[group]
+        if CELL_DIM in ds.dims:
+            continue
+        targets = [v for v in ("x", "y") if v in ds.data_vars and ds[v].dims
+                   and ds[v].dims[-1] == f"{v}_dim_0" and ds.sizes[f"{v}_dim_0"] == release.n]
+        if not targets:
+            continue
+        renamed = {v: ds[v].drop_vars(f"{v}_dim_0", errors="ignore").rename({f"{v}_dim_0": CELL_DIM})
+                   for v in targets}
+        ds = ds.drop_vars(targets + [f"{v}_dim_0" for v in targets if f"{v}_dim_0" in ds.coords]).assign(renamed)
+        coords = {CELL_DIM: index}
+        for j, name in enumerate(names):
+            key = name if name not in ds.variables and name not in ds.dims and name != CELL_DIM else f"id_{name}"
+            if key in ds.variables or key in ds.dims or key in coords:
+                continue
+            coords[key] = (CELL_DIM, [r[j] for r in rows])
+        idata[group] = ds.assign_coords(coords)
+    return idata
 
 
 def fit_release(csv_path, *, metadata=None, model: str = "county", draws: int = 1000, tune: int = 1000,

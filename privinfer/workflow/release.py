@@ -15,10 +15,16 @@ The sidecar (format ``privinfer-release/1``)::
     logp_constant_dropped, transparent,
     invariant {spec, t, t_labels}, label_columns, table {shape, rows, columns} (two-way tables),
     sampler {exact, method, sweeps, coupling ...} (lattice mechanisms: how the noise was drawn),
-    provenance {privinfer_version, created, source}
+    provenance {privinfer_version, created, source},
+    ledger_entry (the id of the release's entry in the curator's privacy-loss ledger, if any)
 
 It never holds the confidential input nor the seed.  The mechanism entry is written and read
 by :mod:`privinfer.workflow.codec` only.
+
+Safe files: ``Release.write`` writes the CSV and the sidecar completely or not at all and
+refuses to overwrite either unless ``overwrite=True`` (``--force``); see :mod:`.atomic`.
+Privacy accounting: ``make_release(..., ledger=...)`` checks the budget before any noise is
+drawn and records the release; see :mod:`.ledger`.
 """
 
 from __future__ import annotations
@@ -34,7 +40,11 @@ import scipy.sparse as sp
 from ..invariants import InfeasibleInvariantError, Invariant, InvariantKind
 from . import codec
 from . import files as F
+from .atomic import refuse_existing, write_files
+from .errors import LedgerError
 from .files import METADATA_FORMAT, InvariantSpec, Layout, ReleaseFileError
+from .ledger import Ledger, as_ledger
+from .table_io import MAX_COUNT
 
 __all__ = ["Release", "make_release", "read_release", "release_counts_file"]
 
@@ -89,6 +99,7 @@ class Release:
     provenance : privinfer version, creation time, input file name.
     sampler : the curator's certified sampler (burn-in, TV threshold, ...) as recorded in a
         sidecar; a mechanism rebuilt from a file has not run its chain, so it cannot say.
+    ledger_entry : the id of the release's entry in the curator's privacy-loss ledger.
 
     Construction checks the lengths, integrality for integer mechanisms, and ``C y = t``
     (exactly for integer releases); a release that breaks its invariant cannot exist.
@@ -104,6 +115,7 @@ class Release:
     mechanism_entry: dict | None = None
     provenance: dict = field(default_factory=dict)
     sampler: dict | None = None
+    ledger_entry: str | None = None
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen dataclass
@@ -219,6 +231,15 @@ class Release:
             return [str(i) for i in self.ids]
         return [f"cell {i + 1}" for i in range(self.n)]
 
+    def cell_ids(self) -> tuple[list[str], list[tuple[str, ...]]]:
+        """The ids of the cells in cell order, ``(column names, one tuple per cell)``: the
+        release file's label columns (see :meth:`Layout.cell_ids`), else ``"cell"`` numbered
+        from 1 (or ``ids`` when the release cannot be laid out in a file)."""
+        layout = self._layout_or_none()
+        if layout is not None:
+            return layout.cell_ids()
+        return ["cell"], [(lab,) for lab in self.labels]
+
     # -- files ----------------------------------------------------------------------------
     def _layout_or_none(self) -> Layout | None:
         try:
@@ -305,36 +326,55 @@ class Release:
             meta["sampler"] = sampler
         if self.provenance:
             meta["provenance"] = dict(self.provenance)
+        if self.ledger_entry is not None:
+            meta["ledger_entry"] = str(self.ledger_entry)
         return F.jsonable(meta)
 
-    def write(self, path, metadata=None) -> tuple[Path, Path]:
+    def write(self, path, metadata=None, *, overwrite: bool = False) -> tuple[Path, Path]:
         """Write the released values to the CSV ``path`` and the sidecar to ``metadata``
-        (default: ``path`` with ``.json``).  Returns both paths.  The sidecar is built first,
-        so a release that cannot be recorded writes nothing."""
+        (default: ``path`` with ``.json``).  Returns both paths.
+
+        Both files are built in memory first and written completely or not at all (temporary
+        files moved into place, :mod:`.atomic`), so a release that cannot be recorded, or an
+        interrupted run, leaves no partial file.  An existing CSV or sidecar is refused with
+        :class:`~privinfer.workflow.errors.OutputExistsError` unless ``overwrite``."""
         meta = self.metadata()
-        csv_path = Path(path)
+        csv_path = F.check_release_path(path)
         meta_path = Path(metadata) if metadata is not None else F.metadata_path_for(csv_path)
         if csv_path.resolve() == meta_path.resolve():
             raise ReleaseFileError("the release CSV and its metadata would be the same file")
-        F.write_values(csv_path, self._layout(), self.y, integer=self.integer)
-        F.write_metadata(meta_path, meta)
+        refuse_existing([csv_path, meta_path], overwrite=overwrite)
+        text = F.format_values(self._layout(), self.y, integer=self.integer)
+        write_files([(csv_path, text), (meta_path, F.format_metadata(meta))], overwrite=overwrite)
         return csv_path, meta_path
 
 
 # =============================================================================================
 # curator
 # =============================================================================================
-def make_release(x, mechanism, *, invariant=None, ids=None, rng=None, source=None, **options) -> Release:
+def make_release(x, mechanism, *, invariant=None, ids=None, rng=None, source=None, ledger=None, budget=None,
+                 budget_scope=None, output=None, **options) -> Release:
     """Release the confidential counts ``x`` with ``mechanism`` and return the :class:`Release`.
 
     ``mechanism`` is a mechanism object (its own invariant is kept: ``invariant`` must be
     ``None`` or that same invariant), or a command-line name (``"generalized-laplace"``) with
     its parameters as keyword ``options`` (``epsilon=0.5``) and the ``invariant`` to keep.
-    ``x`` is a vector or a table (its shape is kept); integer mechanisms need integer counts.
-    ``t = C x`` is published exactly and checked on the release (an
-    :class:`~privinfer.invariants.InfeasibleInvariantError` if it fails).  ``rng``: a seed or
-    Generator for a reproducible release; ``None`` draws fresh OS entropy.  ``source`` (e.g.
-    the input file name) goes into the provenance; neither ``x`` nor the seed is recorded.
+    ``x`` is a vector or a table (its shape is kept); integer mechanisms need integer counts,
+    and every count, and the sum of their magnitudes, must stay within 2^52 (``t = C x`` is
+    computed in double precision).  ``t = C x`` is published exactly and checked on the
+    release (an :class:`~privinfer.invariants.InfeasibleInvariantError` if it fails).  ``rng``:
+    a seed or Generator for a reproducible release; ``None`` draws fresh OS entropy.
+    ``source`` (e.g. the input file name) goes into the provenance; neither ``x`` nor the seed
+    is recorded.
+
+    Privacy accounting (:mod:`privinfer.workflow.ledger`): with a ``ledger`` (a
+    :class:`~privinfer.workflow.ledger.Ledger` or a path), the release is checked against
+    ``budget`` (a typed guarantee or text such as ``"epsilon=2"``; default: the budget
+    recorded in the ledger) over ``budget_scope`` (``"input"``, the default, or ``"ledger"``)
+    *before any noise is drawn* -- a :class:`~privinfer.workflow.errors.BudgetExceededError`
+    leaves the ledger unchanged -- and then recorded with the keyed fingerprint of ``x``, the
+    mechanism and its guarantee (and ``source``, ``output``); the entry's id is the release's
+    ``ledger_entry``.
     """
     arr = np.asarray(x)
     if arr.dtype.kind not in "biuf":
@@ -354,12 +394,18 @@ def make_release(x, mechanism, *, invariant=None, ids=None, rng=None, source=Non
                              "(or pass a mechanism name with invariant=)")
     if flat.size != mech.n:
         raise ValueError(f"x has {flat.size} cells but the mechanism acts on {mech.n}")
-    if not np.all(np.isfinite(flat.astype(float))):
+    as_float = flat.astype(float)
+    if not np.all(np.isfinite(as_float)):
         raise ValueError("x contains non-finite entries (NaN or inf)")
+    if np.any(np.abs(as_float) > MAX_COUNT) or float(np.abs(as_float).sum()) > MAX_COUNT:
+        raise ValueError("x is too large: every count, and the sum of their magnitudes, must stay within 2^52 "
+                         "(the invariant values are computed in double precision)")
     if mech.integer:
-        if np.any(flat != np.round(flat)):
+        if np.any(as_float != np.round(as_float)):
             raise ValueError("x must hold integer counts for an integer mechanism")
-        flat = np.round(flat).astype(np.int64)
+        flat = np.round(as_float).astype(np.int64) if flat.dtype.kind == "f" else flat.astype(np.int64)
+    if budget is not None and ledger is None:
+        raise LedgerError("a budget needs a ledger to record the releases against it (ledger=PATH)")
     inv = mech.invariant
     t = None
     if inv is not None:
@@ -367,20 +413,52 @@ def make_release(x, mechanism, *, invariant=None, ids=None, rng=None, source=Non
         if mech.integer and inv.is_integer:
             t = np.round(t).astype(np.int64)
         inv = inv.with_t(t)
-    y = mech.release(flat, rng=rng)
-    if inv is not None and not _keeps(inv, y, t, mech.integer and inv.is_integer):  # checked on every release
+    ledger_entry = None
+    if ledger is None:
+        y = mech.release(flat, rng=rng)
+        _check_kept(inv, y, t, mech)
+    else:
+        book = as_ledger(ledger)
+        fingerprint = book.fingerprint(flat)
+        with book.locked():
+            guarantee = mech.guarantee
+            book.check(fingerprint, guarantee, budget=budget, scope=budget_scope)  # before any noise is drawn
+            y = mech.release(flat, rng=rng)
+            _check_kept(inv, y, t, mech)
+            try:
+                spec = codec.mechanism_to_json(mech)[1]
+            except ReleaseFileError:
+                spec = None
+            recorded = book.record(fingerprint, guarantee,
+                                   mechanism=entry or {"name": getattr(mech, "spec_name", type(mech).__name__),
+                                                               "parameters": {}},
+                                   mechanism_spec=spec, source=None if source is None else str(source),
+                                   output=None if output is None else Path(output).name, cells=int(flat.size),
+                                   budget=budget, scope=budget_scope)
+            ledger_entry = recorded.id
+    return Release(y, mech, inv, t, shape=shape, ids=ids, mechanism_entry=entry, provenance=_provenance(source),
+                   ledger_entry=ledger_entry)
+
+
+def _check_kept(inv, y, t, mech) -> None:
+    """``C y = t`` on every release (exactly for integer releases)."""
+    if inv is not None and not _keeps(inv, y, t, mech.integer and inv.is_integer):
         raise InfeasibleInvariantError("internal error: the release does not keep the invariant")
-    return Release(y, mech, inv, t, shape=shape, ids=ids, mechanism_entry=entry, provenance=_provenance(source))
 
 
 def release_counts_file(input, output, *, invariant="total", mechanism="generalized-laplace", column=None,
-                        keep=(), metadata=None, rng=None, **options) -> tuple[Release, Path, Path]:
-    """Read counts from the CSV ``input``, release them, and write the release to ``output``
-    and its sidecar (the job of ``privinfer release``).
+                        keep=None, id_column=None, metadata=None, rng=None, force=False, ledger=True, budget=None,
+                        budget_scope=None, encoding="utf-8", **options) -> tuple[Release, Path, Path]:
+    """Read counts from the CSV or Parquet file ``input``, release them, and write the release
+    to the CSV ``output`` and its sidecar (the job of ``privinfer release``).
 
     ``invariant`` is the ``--invariant`` text (``total``, ``groups:COLUMN``, ``margins``,
     ``margins:ROW,COL``, ``none``), ``mechanism`` a command-line name with its ``options``.
-    Returns the release and the two paths written.
+    ``keep`` / ``id_column`` choose the columns copied to the release (default: every column
+    without numbers; :mod:`.files`).  Existing outputs are refused unless ``force``, before
+    anything is read.  ``ledger``: ``True`` for the ledger beside the output
+    (:meth:`Ledger.beside`), a path or :class:`Ledger`, or ``None`` for none; ``budget`` and
+    ``budget_scope`` as in :func:`make_release`.  Returns the release and the two paths written.
     """
     spec = InvariantSpec.parse(invariant)
     if mechanism not in codec.MECHANISMS:
@@ -391,17 +469,23 @@ def release_counts_file(input, output, *, invariant="total", mechanism="generali
     if info.invariant == "required" and spec.kind == "none":
         raise ReleaseFileError(f"mechanism {mechanism} keeps an invariant: choose --invariant total, "
                                "groups:COLUMN, margins or margins:ROW,COL")
-    src, dst = Path(input), Path(output)
+    src, dst = Path(input), F.check_release_path(output)
     meta_path = Path(metadata) if metadata else F.metadata_path_for(dst)
     if dst.resolve() == src.resolve() or meta_path.resolve() == src.resolve():
         raise ReleaseFileError("the output would overwrite the input file")
-    table = F.read_counts(src, spec, column, integer=info.integer, keep=keep)
+    if dst.resolve() == meta_path.resolve():
+        raise ReleaseFileError("the release CSV and its metadata would be the same file")
+    book = Ledger.beside(dst) if ledger is True else (None if ledger in (None, False) else as_ledger(ledger))
+    if book is not None and book.path.resolve() in (dst.resolve(), meta_path.resolve(), src.resolve()):
+        raise ReleaseFileError("the ledger would overwrite the input or an output file")
+    refuse_existing([dst, meta_path], overwrite=force)
+    table = F.read_counts(src, spec, column, integer=info.integer, keep=keep, id_column=id_column,
+                          encoding=encoding)
     inv = F.build_invariant(table.layout)
-    mech = codec.build_mechanism(mechanism, inv, table.n, **options)
-    rel = make_release(table.values, mech, rng=rng, source=src.name)
-    rel = replace(rel, shape=table.layout.shape, layout=table.layout,
-                  mechanism_entry=codec.mechanism_to_json(mech, mechanism, options)[0])
-    csv_path, meta_path = rel.write(dst, meta_path)
+    rel = make_release(table.values, mechanism, invariant=inv, rng=rng, source=src.name, ledger=book, budget=budget,
+                       budget_scope=budget_scope, output=dst, **options)
+    rel = replace(rel, shape=table.layout.shape, layout=table.layout)
+    csv_path, meta_path = rel.write(dst, meta_path, overwrite=force)
     return rel, csv_path, meta_path
 
 
@@ -453,6 +537,8 @@ def read_release(path, metadata=None) -> Release:
         raise ReleaseFileError("metadata: 'integer' does not match the mechanism")
     prov = meta.get("provenance", {})
     sampler = meta.get("sampler")
+    entry_id = meta.get("ledger_entry")
     return Release(y, mech, inv, t, shape=table.shape, layout=table.layout, mechanism_entry=meta["mechanism"],
                    provenance=prov if isinstance(prov, dict) else {},
-                   sampler=sampler if isinstance(sampler, dict) else None)
+                   sampler=sampler if isinstance(sampler, dict) else None,
+                   ledger_entry=str(entry_id) if entry_id is not None else None)
