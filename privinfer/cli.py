@@ -144,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--metadata", default=None, help="metadata sidecar path (default OUTPUT with .json)")
     r.add_argument("--seed", type=_nonneg_int, default=None,
                    help="random seed (default fresh OS entropy; never written to the outputs)")
+    r.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="large inputs: release group by group on a local Dask cluster of N processes "
+                   "(CSV or Parquet; needs --invariant groups:COLUMN and the scale extra)")
+    r.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="large inputs: release group by group on the Dask cluster at ADDRESS (tcp://host:8786)")
 
     f = sub.add_parser("fit", help=SUBCOMMANDS["fit"], description=(
         "Fit a reference model to a release made by 'privinfer release' (its metadata sidecar gives "
@@ -181,6 +186,10 @@ def cmd_demo(args) -> int:
 
 
 def cmd_release(args) -> int:
+    if args.workers is not None or args.scheduler is not None:
+        from .scaleout.files import command_release
+
+        return command_release(args)
     from .workflow.release import release_counts_file
 
     rel, dst, meta_path = release_counts_file(

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .checks import check_columns, counts_of, first_problem, raise_problem
-from .groups import GroupMechanism, release_block
+from .groups import GroupMechanism, is_exact, release_block, sampler_method
 from .guarantee import frame_guarantee
 from .seeding import root_seed
 
@@ -118,9 +118,8 @@ def _result(gm, sizes, totals, frame, value, group, redrawn) -> tuple:
     mechanisms = gm.for_sizes(sizes.to_numpy())
     g = frame_guarantee(gm, mechanisms, len(sizes))
     drawn = [m for m in mechanisms.values() if m is not None]
-    sampler = {"exact": all(m.exact for m in drawn if hasattr(m, "exact")),
-               "methods": sorted({m.sampler_description()["method"] for m in drawn
-                                  if hasattr(m, "sampler_description")}),
+    sampler = {"exact": all(is_exact(m) for m in drawn),
+               "methods": sorted({sampler_method(m) for m in drawn}),
                "seeding": "one numpy SeedSequence per group from the seed and a hash of the group's key"}
     return mechanisms, g, sampler
 

@@ -26,7 +26,7 @@ from ..mechanisms import build, cli_info
 from .checks import counts_of
 from .seeding import group_generator
 
-__all__ = ["FRAME_MECHANISMS", "GroupMechanism", "group_noise", "release_block"]
+__all__ = ["FRAME_MECHANISMS", "GroupMechanism", "group_noise", "release_block", "sampler_method", "is_exact"]
 
 #: The command-line mechanisms a frame release draws per group (integer, additive, exact on totals).
 FRAME_MECHANISMS = ("generalized-laplace", "generalized-gaussian", "double-geometric", "discrete-gaussian")
@@ -101,3 +101,15 @@ def release_block(block: pd.DataFrame, plan: Mapping, mechanisms: Mapping, root,
     out = block.copy()
     out[value] = x + noise
     return out
+
+
+def sampler_method(mechanism) -> str:
+    """How ``mechanism`` draws its noise: the lattice sampler's method, or the exact iid
+    samplers (Canonne, Kamath, Steinke 2020) of the double geometric / discrete Gaussian."""
+    d = mechanism.sampler_description()
+    return d["method"] if d else "exact iid (Canonne, Kamath, Steinke 2020)"
+
+
+def is_exact(mechanism) -> bool:
+    """Whether ``mechanism`` draws its noise law exactly (the iid integer laws always do)."""
+    return bool(getattr(mechanism, "exact", True))

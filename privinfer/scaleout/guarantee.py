@@ -26,6 +26,7 @@ those :math:`\delta`; ``delta = 0`` only when every group was drawn exactly.
 from __future__ import annotations
 
 from ..guarantees import Guarantee, typed_guarantee
+from .groups import is_exact, sampler_method
 
 __all__ = ["frame_guarantee"]
 
@@ -43,7 +44,7 @@ def frame_guarantee(group_mechanism, mechanisms: dict, n_groups: int) -> Guarant
     if not drawn:  # every group is one cell: published exactly; the guarantee is vacuous but stated
         drawn = [group_mechanism.for_size(2)]
     gs = [m.guarantee for m in drawn]
-    exact = all(bool(getattr(m, "exact", True)) for m in drawn)
+    exact = all(is_exact(m) for m in drawn)
     kinds = {g.kind for g in gs}
     first = gs[0]
     params = {k: v for k, v in first.parameters.items() if k not in _NUMBERS}
@@ -62,7 +63,7 @@ def frame_guarantee(group_mechanism, mechanisms: dict, n_groups: int) -> Guarant
         params["delta"] = max(float(g.parameters.get("delta", 0.0)) for g in gs)
     else:
         raise TypeError(f"cannot state one guarantee for groups with guarantees of kinds {sorted(kinds)}")
-    sampler = sorted({m.sampler_description()["method"] for m in drawn if hasattr(m, "sampler_description")})
+    sampler = sorted({sampler_method(m) for m in drawn})
     params.update({"exact": exact, "groups": int(n_groups), "group_sizes_drawn": len(drawn)})
     if sampler:
         params["sampler"] = ", ".join(sampler)
