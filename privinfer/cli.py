@@ -189,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
         "release in a privacy-loss ledger. Existing outputs are kept unless --force."),
         epilog="mechanisms: " + "; ".join(f"{k}: {v.params}" for k, v in MECHANISMS.items()))
     _add_release_arguments(r, MECHANISMS)
+    r.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="large inputs: release group by group on a local Dask cluster of N processes "
+                   "(CSV or Parquet; needs --invariant groups:COLUMN and the scale extra)")
+    r.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="large inputs: release group by group on the Dask cluster at ADDRESS (tcp://host:8786)")
 
     f = sub.add_parser("fit", help=SUBCOMMANDS["fit"], description=(
         "Fit a reference model to a release made by 'privinfer release' (its metadata sidecar gives "
@@ -226,6 +231,10 @@ def cmd_demo(args) -> int:
 
 
 def cmd_release(args) -> int:
+    if args.workers is not None or args.scheduler is not None:
+        from .scaleout.files import command_release
+
+        return command_release(args)
     from .workflow.codec import PARAMETERS
     from .workflow.ledger import Ledger, budget_text
     from .workflow.release import release_counts_file

@@ -29,6 +29,7 @@ LAYERS = {
     "privinfer.pymc": 5,
     "privinfer.models": 6,
     "privinfer.workflow": 7,
+    "privinfer.scaleout": 7,  # partitioned releases and per-group fits on Dask, beside the workflow
     # former module names kept as re-exports of the workflow / lattice / pymc layers
     "privinfer.fitting": 8, "privinfer.report": 8, "privinfer.release_files": 8, "privinfer.samplers": 8,
     "privinfer.cli": 9, "privinfer.case_studies": 9,

@@ -1,0 +1,33 @@
+"""Releases and fits beyond one machine: partitioned releases and per-group fits on Dask.
+
+``seeding``    one ``numpy.random.SeedSequence`` per group, from the seed and a hash of its key
+``checks``     count and group column checks, worded as ``privinfer release`` words them
+``groups``     one group's noise (registry mechanism on the group's total, exact sampler) and
+               the release of a block of rows
+``guarantee``  the guarantee of a release drawn group by group
+``frames``     :func:`release_frame` -- pandas or Dask DataFrame in, same kind out
+``fitting``    :func:`fit_groups` -- models that factorize over groups, fitted on a Dask client
+``files``      Parquet and CSV through pandas / Dask; the ``privinfer release --workers`` job
+
+Needs the ``scale`` extra (``pip install "privinfer[scale]"``: Dask, pandas, pyarrow).  Dask
+itself is imported only when a Dask frame or client is used.
+"""
+
+from .frames import FrameRelease, is_dask_frame, release_frame
+from .groups import FRAME_MECHANISMS
+from .seeding import group_seed_sequence, key_words, root_seed
+
+__all__ = ["release_frame", "FrameRelease", "FRAME_MECHANISMS", "fit_groups", "group_seed_sequence",
+           "key_words", "root_seed", "is_dask_frame", "read_frame", "write_frame", "release_file"]
+
+
+def __getattr__(name):  # the fitting and file modules load PyMC / Dask pieces on first use
+    if name == "fit_groups":
+        from .fitting import fit_groups
+
+        return fit_groups
+    if name in ("read_frame", "write_frame", "release_file"):
+        from . import files
+
+        return getattr(files, name)
+    raise AttributeError(f"module 'privinfer.scaleout' has no attribute {name!r}")

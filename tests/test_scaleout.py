@@ -1,0 +1,238 @@
+"""privinfer.scaleout: releases and fits of pandas / Dask frames group by group on a Dask cluster.
+
+One LocalCluster (2 worker processes, small memory) serves the whole module.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+dd = pytest.importorskip("dask.dataframe")  # the scale extra is part of the test install
+from dask.distributed import Client, LocalCluster  # noqa: E402
+
+from privinfer import invariants  # noqa: E402
+from privinfer.cli import main  # noqa: E402
+from privinfer.mechanisms import build  # noqa: E402
+from privinfer.scaleout import fit_groups, read_frame, release_file, release_frame, write_frame  # noqa: E402
+from privinfer.workflow import ReleaseFileError  # noqa: E402
+from privinfer.workflow.release import release_counts_file  # noqa: E402
+
+SCATTERED = "ignore:groups are scattered"
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="1GiB",
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def _frame(seed=0, n_groups=40):
+    """Groups of 1..60 cells (one group of one cell), rows shuffled so groups span partitions."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 60, n_groups)
+    sizes[0] = 1
+    g = np.repeat([f"s{i:02d}" for i in range(n_groups)], sizes)
+    perm = rng.permutation(g.size)
+    return pd.DataFrame({"block": np.arange(g.size) * 7, "state": g[perm],
+                         "note": [f"r{i}" for i in range(g.size)], "pop": rng.integers(0, 500, g.size)},
+                        index=pd.RangeIndex(g.size) * 3)
+
+
+@pytest.mark.filterwarnings(SCATTERED)
+@pytest.mark.parametrize("mechanism,options", [("generalized-laplace", {"epsilon": 0.5}),
+                                               ("generalized-gaussian", {"sigma": 3.0}),
+                                               ("double-geometric", {"epsilon": 0.5})])
+def test_same_release_for_any_partitioning_and_totals_kept(client, mechanism, options):
+    # the generalized Gaussian's one-dependent-cell rejection costs about sqrt(k) tries per group
+    df = _frame(n_groups=12 if mechanism == "generalized-gaussian" else 40)
+    ref = release_frame(df, value="pop", group="state", mechanism=mechanism, seed=11, **options)
+    for p in (1, 3, 7):
+        ddf = dd.from_pandas(df, npartitions=p)
+        rel = release_frame(ddf, value="pop", group="state", mechanism=mechanism, seed=11, **options)
+        out = rel.frame.compute()
+        # Dask stores the input's strings as its own string dtype: compare the values
+        pd.testing.assert_frame_equal(out, ref.frame, check_dtype=False)
+        assert out["pop"].dtype == np.int64
+        assert rel.frame.npartitions == p and rel.frame.divisions == ddf.divisions
+    out = ref.frame
+    # other columns, index and row order kept; counts released as int64
+    pd.testing.assert_frame_equal(out.drop(columns="pop"), df.drop(columns="pop"))
+    assert out["pop"].dtype == np.int64
+    assert (out["pop"] != df["pop"]).mean() > 0.3  # noise was added (scale >= 2: P(e_i = 0) < 0.5)
+    true_totals = df.groupby("state", sort=False)["pop"].sum()
+    if mechanism == "double-geometric":
+        assert ref.totals is None  # iid noise keeps no total
+    else:
+        released = out.groupby("state", sort=False)["pop"].sum()
+        pd.testing.assert_series_equal(released, true_totals, check_names=False)
+        pd.testing.assert_series_equal(ref.totals, true_totals, check_names=False)
+        one = df["state"] == "s00"  # a group of one cell is its published total
+        assert out.loc[one, "pop"].tolist() == df.loc[one, "pop"].tolist()
+    other = release_frame(df, value="pop", group="state", mechanism=mechanism, seed=12, **options).frame
+    assert not other["pop"].equals(out["pop"])
+
+
+def test_without_seed_two_releases_differ():
+    df = _frame()
+    a = release_frame(df, value="pop", group="state", mechanism="generalized-laplace", epsilon=0.5).frame
+    b = release_frame(df, value="pop", group="state", mechanism="generalized-laplace", epsilon=0.5).frame
+    assert not a["pop"].equals(b["pop"])
+
+
+def _k3_pmf(eps, R):
+    """Exact law of the generalized Laplace noise on total(3), by enumeration of (e1, e2) with
+    e3 = -e1 - e2: p ∝ exp(-eps (|e1| + |e2| + |e1 + e2|)); mass beyond |e_i| <= R is below
+    exp(-2 eps R) times a constant, negligible for the R used."""
+    e1, e2 = np.meshgrid(np.arange(-R, R + 1), np.arange(-R, R + 1), indexing="ij")
+    w = np.exp(-eps * (np.abs(e1) + np.abs(e2) + np.abs(e1 + e2)))
+    return e1.ravel(), e2.ravel(), w.ravel() / w.sum()
+
+
+def _bins(e1, e2, c=2):
+    """Cell (e1, e2) clipped to [-c, c]^2: 25 bins."""
+    return (np.clip(e1, -c, c) + c) * (2 * c + 1) + (np.clip(e2, -c, c) + c)
+
+
+def test_noise_law_matches_the_exact_sampler(client):
+    # 3000 groups of 3 cells on the cluster (3 partitions): the noises of different groups are
+    # independent draws of the law on {e : e1 + e2 + e3 = 0}; the (e1, e2) pairs are compared
+    # with (a) the exact law by enumeration (goodness of fit) and (b) 3000 draws of the
+    # single-process exact sampler (homogeneity).  Each test has size alpha = 1e-3: the
+    # threshold is the chi-square (1 - alpha) quantile with the test's degrees of freedom.
+    eps, G, alpha = 0.7, 3000, 1e-3
+    df = pd.DataFrame({"g": np.repeat(np.arange(G), 3), "x": np.full(3 * G, 50)})
+    rel = release_frame(dd.from_pandas(df, npartitions=3), value="x", group="g", mechanism="generalized-laplace",
+                        seed=2024, epsilon=eps)
+    e = (rel.frame.compute()["x"].to_numpy() - 50).reshape(G, 3)
+    assert np.all(e.sum(axis=1) == 0)
+    got = np.bincount(_bins(e[:, 0], e[:, 1]), minlength=25)
+
+    a1, a2, p = _k3_pmf(eps, 60)
+    expected = np.bincount(_bins(a1, a2), weights=p, minlength=25) * G
+    assert expected.min() > 5  # chi-square approximation valid in every bin
+    stat = ((got - expected) ** 2 / expected).sum()
+    assert stat < stats.chi2.ppf(1 - alpha, 24), stat
+
+    m = build("generalized-laplace", invariants.total(3), 3, epsilon=eps)
+    assert m.exact
+    ref = m.sample_noise((G,), rng=np.random.default_rng(7))
+    ref_counts = np.bincount(_bins(ref[:, 0], ref[:, 1]), minlength=25)
+    _, pval, _, _ = stats.chi2_contingency(np.vstack([got, ref_counts]))
+    assert pval > alpha, pval
+
+    # the test has power: the same draws are rejected against the law of a different epsilon
+    b1, b2, q = _k3_pmf(1.0, 60)
+    wrong = np.bincount(_bins(b1, b2), weights=q, minlength=25) * G
+    assert ((got - wrong) ** 2 / wrong).sum() > stats.chi2.ppf(1 - alpha, 24)
+
+
+@pytest.mark.parametrize("bad,message", [
+    ("abc", "column 'pop', data row 8 is not a number"),
+    ("-3", "column 'pop', data row 8 is a negative count"),
+    ("", "column 'pop', data row 8 is blank"),
+    ("2.5", "column 'pop', data row 8 is not an integer count"),
+])
+def test_bad_counts_give_the_command_line_errors(client, tmp_path, bad, message):
+    rows = [f"s{i % 3},{i}" for i in range(12)]
+    rows[7] = f"s1,{bad}"
+    path = tmp_path / "counts.csv"
+    path.write_text("state,pop\n" + "\n".join(rows) + "\n")
+    with pytest.raises(ReleaseFileError) as cli_error:  # the command line's reader
+        release_counts_file(path, tmp_path / "out.csv", invariant="groups:state", epsilon=1.0)
+    assert message in str(cli_error.value)
+    for frame in (read_frame(path), dd.from_pandas(read_frame(path), npartitions=3)):
+        with pytest.raises(ReleaseFileError, match=message.replace("(", r"\(")) as err:
+            release_frame(frame, value="pop", group="state", mechanism="generalized-laplace", epsilon=1.0)
+        assert "\n" not in str(err.value)
+    # numeric frames: missing values (NaN) and negatives, counted across partitions
+    df = pd.DataFrame({"state": ["a", "b"] * 6, "pop": np.arange(12.0)})
+    df.loc[9, "pop"] = np.nan
+    with pytest.raises(ReleaseFileError, match="column 'pop', data row 10 is blank"):
+        release_frame(dd.from_pandas(df, npartitions=4), value="pop", group="state",
+                      mechanism="generalized-laplace", epsilon=1.0)
+
+
+def test_bad_groups_columns_and_options():
+    df = pd.DataFrame({"state": ["a", None, "b"], "pop": [1, 2, 3]})
+    with pytest.raises(ReleaseFileError, match="column 'state', data row 2 has a blank group label"):
+        release_frame(df, value="pop", group="state", mechanism="generalized-laplace", epsilon=1.0)
+    with pytest.raises(ReleaseFileError, match="count column 'count' not found"):
+        release_frame(df, value="count", group="state", mechanism="generalized-laplace", epsilon=1.0)
+    with pytest.raises(ValueError, match="cannot release a frame by groups"):
+        release_frame(df, value="pop", group="state", mechanism="projected-gaussian", sigma=1.0)
+    with pytest.raises(ValueError, match="needs --epsilon"):
+        release_frame(df, value="pop", group="state", mechanism="generalized-laplace")
+    with pytest.raises(TypeError, match="not a Generator"):
+        release_frame(df.dropna(), value="pop", group="state", mechanism="generalized-laplace", epsilon=1.0,
+                      seed=np.random.default_rng(1))
+
+
+def test_guarantee_is_the_per_group_mechanisms():
+    df = pd.DataFrame({"g": [1, 1, 1, 2, 2, 2, 2], "c": [3, 4, 5, 6, 7, 8, 9]})
+    gl = release_frame(df, value="c", group="g", mechanism="generalized-laplace", seed=1, epsilon=0.5).guarantee
+    assert gl.kind == "pure" and gl.epsilon == 0.5 and gl["delta"] == 0 and gl["exact"]
+    gg = release_frame(df, value="c", group="g", mechanism="generalized-gaussian", seed=1, sigma=2.0).guarantee
+    assert gg.kind == "zcdp" and gg.rho == pytest.approx(1 / 8) and gg["exact"]
+    # the l2 generalized Laplace is drawn by a Markov chain per group: delta > 0, never claimed exact
+    rel = release_frame(df, value="c", group="g", mechanism="generalized-laplace", seed=1, epsilon=1.0, norm="l2")
+    g = rel.guarantee
+    per_group = [build("generalized-laplace", invariants.total(k), k, epsilon=1.0, norm="l2") for k in (3, 4)]
+    assert not g["exact"] and not rel.sampler["exact"] and g["delta"] > 0
+    assert "parallel composition" in g.relation
+    assert rel.frame.groupby("g")["c"].sum().tolist() == [12, 30]
+    assert all(not m.exact for m in per_group)
+
+
+def test_files_and_command_line_on_the_cluster(client, tmp_path):
+    df = _frame(seed=3, n_groups=8)
+    df["secret"] = np.arange(len(df))  # not a label: never written to the release
+    src = tmp_path / "counts.parquet"
+    write_frame(df, src)
+    pd.testing.assert_frame_equal(read_frame(src), df.reset_index(drop=True))
+    address = client.scheduler.address
+    out = tmp_path / "release.csv"
+    rel, dst, meta_path = release_file(src, out, invariant="groups:state", column="pop", keep=["block"], seed=5,
+                                       scheduler=address, epsilon=0.5)
+    got = pd.read_csv(dst)
+    assert list(got.columns) == ["block", "state", "pop"]
+    assert got["block"].tolist() == df["block"].tolist()
+    meta = json.loads(meta_path.read_text())
+    _, _, meta6 = release_file(src, tmp_path / "six.csv", invariant="groups:state", column="pop", keep=["block"],
+                               seed=6, scheduler=address, epsilon=0.5)
+    meta6 = json.loads(meta6.read_text())
+    for m in (meta, meta6):
+        m["provenance"].pop("created")
+    assert meta == meta6  # the sidecar does not depend on the seed (never records it)
+    assert meta["guarantee"]["parameters"]["epsilon"] == 0.5 and meta["guarantee"]["parameters"]["delta"] == 0
+    totals = dict(zip(meta["invariant"]["totals"]["groups"], meta["invariant"]["totals"]["t"]))
+    assert got.groupby("state")["pop"].sum().to_dict() == df.groupby("state")["pop"].sum().to_dict() == totals
+    # the same release through a CSV input and the command line, written as Parquet
+    csv_in = tmp_path / "counts.csv"
+    write_frame(df, csv_in)
+    status = main(["release", str(csv_in), str(tmp_path / "cli.parquet"), "--invariant", "groups:state",
+                   "--column", "pop", "--keep", "block", "--epsilon", "0.5", "--seed", "5", "--scheduler", address])
+    assert status == 0
+    cli = pd.read_parquet(tmp_path / "cli.parquet")
+    assert cli["pop"].tolist() == got["pop"].tolist()  # same seed, same groups: same release
+    assert main(["release", str(csv_in), str(tmp_path / "x.csv"), "--invariant", "total", "--epsilon", "1",
+                 "--scheduler", address]) == 2
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_fit_groups_on_the_cluster(client):
+    df = pd.DataFrame({"state": ["A"] * 4 + ["B"] * 3, "pop": [1200, 800, 2500, 600, 3000, 1500, 900]})
+    rel = release_frame(df, value="pop", group="state", mechanism="generalized-laplace", seed=3, epsilon=0.2)
+    idata = fit_groups(rel, client=client, draws=100, tune=100, chains=1, seed=4)
+    post = idata.posterior
+    assert list(post["group"].values) == ["A", "B"]
+    assert post["mu"].dims == ("group", "chain", "draw")
+    assert post["x"].sizes["cell"] == 7
+    x = post["x"].values.reshape(-1, 7)
+    # every posterior draw keeps each state's published total exactly
+    assert np.all(x[:, :4].sum(axis=1) == 5100) and np.all(x[:, 4:].sum(axis=1) == 5400)
+    assert list(post["cell_group"].values) == ["A"] * 4 + ["B"] * 3
