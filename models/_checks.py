@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from privinfer.invariants import Invariant
 
-__all__ = ["ReleaseLike", "unpack_release", "is_integer_mechanism", "check_mechanism", "check_release",
+__all__ = ["ReleaseLike", "unpack_release", "cell_coords", "is_integer_mechanism", "check_mechanism", "check_release",
            "check_invariant", "resolve_t", "check_shape", "fixes_total", "integer_start", "positive_start"]
 
 
@@ -18,8 +18,8 @@ class ReleaseLike(Protocol):
     """What the models read from a release (:class:`privinfer.workflow.Release` is one).
 
     Declared here, not imported, because the workflow sits above the models: released values
-    ``y`` in cell order, the ``mechanism``, the ``invariant`` kept (with its values ``t``) and
-    the table ``shape`` (or ``None``).
+    ``y`` in cell order, the ``mechanism``, the ``invariant`` kept (with its values ``t``),
+    the table ``shape`` (or ``None``) and one printable ``labels`` entry per cell (its ids).
     """
 
     y: np.ndarray
@@ -27,6 +27,7 @@ class ReleaseLike(Protocol):
     invariant: Any
     t: Any
     shape: Any
+    labels: Any
 
 
 def unpack_release(release, model: str, **given) -> tuple:
@@ -40,6 +41,19 @@ def unpack_release(release, model: str, **given) -> tuple:
     if extra:
         raise TypeError(f"{model}: pass a Release alone, or the release values with {', '.join(extra)}; not both")
     return release.y, release.mechanism, release.invariant, release.t, release.shape
+
+
+def cell_coords(cell_ids, n: int, dim: str = "cell") -> dict | None:
+    """Model ``coords`` ``{dim: ids}`` for ``n`` cells (``None`` when no ids are given); ids must be
+    ``n`` distinct labels."""
+    if cell_ids is None:
+        return None
+    ids = [str(i) for i in cell_ids]
+    if len(ids) != n:
+        raise ValueError(f"cell_ids: {len(ids)} ids for {n} cells")
+    if len(set(ids)) != n:
+        raise ValueError("cell_ids: duplicate ids (each cell needs its own id)")
+    return {dim: ids}
 
 
 def is_integer_mechanism(mechanism) -> bool:

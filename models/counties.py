@@ -16,6 +16,7 @@ from privinfer.pymc import affine_latent, lattice_latent, observe
 
 from ._checks import (
     ReleaseLike,
+    cell_coords,
     check_invariant,
     check_release,
     integer_start,
@@ -28,7 +29,8 @@ from ._checks import (
 __all__ = ["county_population_model"]
 
 
-def county_population_model(release, mechanism=None, invariant=None, t=None, *, prior_mean=None) -> pm.Model:
+def county_population_model(release, mechanism=None, invariant=None, t=None, *, prior_mean=None,
+                            cell_ids=None) -> pm.Model:
     r"""Hierarchical log-normal--Poisson model of county populations given a release.
 
     Generative story
@@ -87,6 +89,12 @@ def county_population_model(release, mechanism=None, invariant=None, t=None, *, 
       total (on the fibre), not at the least-norm point (every county at its state's mean),
       which can sit thousands of noise standard deviations from the data.
 
+    Cell ids
+    --------
+    ``cell_ids`` (n distinct labels, e.g. county GEOIDs; default: a Release's ``labels``) become
+    the coordinate ``"cell"`` of ``x``, ``log_rate`` and ``y`` in the model and in every
+    InferenceData sampled from it.
+
     Raises
     ------
     TypeError / ValueError for a release of the wrong length or with non-finite entries, a
@@ -96,6 +104,8 @@ def county_population_model(release, mechanism=None, invariant=None, t=None, *, 
     non-negative integer solution.
     """
     if isinstance(release, ReleaseLike):
+        if cell_ids is None:
+            cell_ids = release.labels
         release, mechanism, invariant, t, _ = unpack_release(release, "county_population_model", mechanism=mechanism,
                                                              invariant=invariant, t=t)
     elif mechanism is None or invariant is None:
@@ -110,18 +120,21 @@ def county_population_model(release, mechanism=None, invariant=None, t=None, *, 
     elif not (np.isscalar(prior_mean) and np.isfinite(prior_mean) and prior_mean > 0):
         raise ValueError("prior_mean must be a finite number > 0")
     prior_mean = float(prior_mean)
+    coords = cell_coords(cell_ids, inv.n)
+    dims = None if coords is None else "cell"
 
-    with pm.Model() as model:
+    with pm.Model(coords=coords) as model:
         mu = pm.Normal("mu", np.log(prior_mean), 2.0)
         sigma = pm.HalfNormal("sigma", 1.0)
         if integer:
             start = integer_start(y, inv, t_val)
-            log_rate = pm.Normal("log_rate", mu, sigma, shape=inv.n,
+            log_rate = pm.Normal("log_rate", mu, sigma, shape=inv.n, dims=dims,
                                  initval=None if start is None else np.log(np.maximum(start, 0.5)))
-            x = lattice_latent("x", inv, t_val, prior=pm.Poisson.dist(mu=pt.exp(log_rate)), initval=start)
+            x = lattice_latent("x", inv, t_val, prior=pm.Poisson.dist(mu=pt.exp(log_rate)), initval=start,
+                               dims=dims)
         else:
             scale = pt.sqrt(sigma**2 + 1.0 / prior_mean)
             x = affine_latent("x", inv, t_val, prior=pm.LogNormal.dist(mu=mu, sigma=scale, shape=inv.n),
-                              initval=positive_start(y, inv, t_val))
-        observe("y", mechanism, x, observed=y)
+                              initval=positive_start(y, inv, t_val), dims=dims)
+        observe("y", mechanism, x, observed=y, dims=dims if mechanism.m == inv.n else None)
     return model

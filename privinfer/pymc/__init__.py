@@ -8,7 +8,7 @@
 * :func:`lattice_steps` -- one lattice step per integer latent, for ``pm.sample(step=...)``.
 """
 
-from .latents import affine_latent, constrained_vector, lattice_latent, prior_logp
+from .latents import ConditionalPrior, affine_latent, constrained_vector, lattice_latent, prior_logp
 from .observe import observe, posterior_predictive_releases
 from .steps import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
 
@@ -20,6 +20,7 @@ __all__ = [
     "constrained_vector",
     "lattice_latent",
     "prior_logp",
+    "ConditionalPrior",
     "posterior_predictive_releases",
     "lattice_steps",
     "LatticeBlockGibbs",

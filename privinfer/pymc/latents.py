@@ -30,9 +30,11 @@ import pytensor.tensor as pt
 import scipy.sparse as sp
 
 from ..invariants import InfeasibleInvariantError, Invariant
+from ..lattice import GroupSumSampler, GroupTree, separable_cell_logp, unimodal_windows
+from ..lattice import CellSum, LocalLogDensity
 from .registry import AffineLatentInfo, LatticeLatentInfo, model_registry
 
-__all__ = ["affine_latent", "lattice_latent", "constrained_vector", "prior_logp"]
+__all__ = ["affine_latent", "lattice_latent", "constrained_vector", "prior_logp", "ConditionalPrior"]
 
 
 def _as_invariant(invariant, t) -> tuple[Invariant, np.ndarray]:
@@ -142,6 +144,9 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
     Plain ``pm.sample()`` samples ``x`` with :class:`privinfer.pymc.LatticeMetropolis` (its
     competence for this variable's op is IDEAL, so PyMC assigns it by itself); pass
     ``step=lattice_steps(model, step_class=LatticeGibbs)`` for heat-bath moves.
+
+    ``pm.sample_prior_predictive`` draws ``x`` from the prior restricted to the fibre
+    (:class:`ConditionalPrior`), ``pm.sample_posterior_predictive`` releases from its draws.
     """
     model = pm.modelcontext(model)
     inv, t = _as_invariant(invariant, t)
@@ -163,9 +168,14 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
             raise InfeasibleInvariantError("initval has negative entries but nonnegative=True")
     x0 = np.asarray(x0, dtype=np.int64)
     check = _fibre_check(inv, t, nonnegative)
+    draw = ConditionalPrior(inv, t, prior, nonnegative)
+    params = draw.params
     x = pm.CustomDist(
         name,
-        logp=lambda value: pt.zeros(inv.n) + check(value) / inv.n,
+        *params,
+        logp=lambda value, *_: check(value),
+        random=draw,
+        signature=",".join(["(n)"] * len(params)) + "->(n)",
         dtype="int64",
         shape=(inv.n,),
         initval=x0,
@@ -199,3 +209,141 @@ def _check_prior_support(model, lp, x, x0, name):
             f"the prior of '{name}' gives probability zero to the feasible starting point; "
             "pass initval= a point on the fibre inside the prior's support (none was found)"
         )
+
+
+class ConditionalPrior:
+    r"""Draws of ``x`` from its prior restricted to the fibre ``{C x = t, x >= 0}``: the random
+    generator of a lattice latent (prior predictive draws).
+
+    For a partition invariant (a total, or totals of disjoint groups) the cells of each group
+    are drawn given the group's total:
+
+    * no prior (flat on the fibre): uniform compositions of ``t_g`` into the group's cells
+      (stars and bars) -- exact;
+    * independent Poisson cells: multinomial with probabilities :math:`\mu_i / \sum_{j\in g}
+      \mu_j` (the Poisson law given its sum) -- exact;
+    * a multinomial prior: multinomials per group with the group's renormalized
+      probabilities (the multinomial given its group sums) -- exact;
+    * any other elementwise prior (negative binomial, binomial, ...): the tree forward
+      filtering / backward sampling of :class:`privinfer.lattice.GroupSumSampler` on windows
+      36 nats deep (cells' log-pmfs must be unimodal); exact up to the dropped mass
+      (:math:`e^{-36}` of each cell's mode per cell and table entries below ``1e-13`` of
+      their maxima).
+
+    Other invariants (margins of tables, general C) have no direct sampler of the
+    restricted prior; a prior predictive draw then raises ``NotImplementedError`` (sample the
+    model with no data instead).
+    """
+
+    LOG_DROP = 36.0
+
+    def __init__(self, inv: Invariant, t, prior, nonnegative: bool):
+        self.n = inv.n
+        self.partition = inv.partition
+        self.nonnegative = bool(nonnegative)
+        self.t = np.round(np.asarray(t, dtype=float)).astype(np.int64)
+        self.kind = "flat"
+        self.params = [pt.zeros(inv.n)]
+        self._cell_fn = None
+        if prior is None:
+            return
+        from pytensor.tensor.random.op import RandomVariable
+
+        node = prior.owner
+        if node is None or not isinstance(node.op, RandomVariable):
+            self.kind = "other"
+            return
+        op = node.op
+        params = list(op.dist_params(node))
+        name = type(op).__name__
+        if name == "PoissonRV":
+            self.kind = "poisson"
+        elif name == "MultinomialRV":
+            self.kind = "multinomial"
+        elif op.ndim_supp == 0:
+            self.kind = "cells"
+            self._op = op
+        else:
+            self.kind = "other"
+            return
+        self.params = [pt.broadcast_to(pt.as_tensor_variable(p), (inv.n,)) for p in params]
+
+    def _cells(self, params):
+        if self._cell_fn is None:
+            import pytensor
+
+            xs = pt.lvector("xs")
+            ps = [pt.vector(f"p{i}", dtype=p.dtype) for i, p in enumerate(self.params)]
+            self._cell_fn = pytensor.function([xs, *ps], pm.logp(self._op(*ps), xs), on_unused_input="ignore")
+        fn = self._cell_fn
+
+        def cell(idx, v):
+            v = np.asarray(v, dtype=np.int64)
+            idx = np.broadcast_to(np.asarray(idx), v.shape)
+            return np.asarray(fn(v.ravel(), *[np.asarray(p)[idx].ravel() for p in params])).reshape(v.shape)
+
+        return cell
+
+    def __call__(self, *params, rng=None, size=None):
+        if self.partition is None:
+            raise NotImplementedError(
+                "prior predictive draws of a lattice latent need a partition invariant (a total or "
+                "group totals); for margins or a general C sample the model without data instead")
+        if self.kind == "other":
+            raise NotImplementedError("prior predictive draws of a lattice latent need no prior, a Poisson, a "
+                                      "multinomial or an elementwise prior")
+        rng = np.random.default_rng(rng)
+        params = [np.asarray(p) for p in params]
+        lead = () if size is None else tuple(np.atleast_1d(size))
+        lead = lead or params[0].shape[:-1]
+        if not lead:
+            return self._one(rng, [p.reshape(-1, self.n)[0] for p in params])
+        flat = [np.broadcast_to(p, lead + (self.n,)).reshape(-1, self.n) for p in params]
+        out = np.stack([self._one(rng, [f[k] for f in flat]) for k in range(flat[0].shape[0])])
+        return out.reshape(lead + (self.n,))
+
+    def _group_cells(self):
+        codes = self.partition.codes
+        return [np.flatnonzero(codes == g) for g in range(self.partition.n_groups)]
+
+    def _one(self, rng, params) -> np.ndarray:
+        x = np.zeros(self.n, dtype=np.int64)
+        groups = self._group_cells()
+        if self.kind == "flat":
+            if not self.nonnegative:
+                raise NotImplementedError("a flat prior on an unbounded fibre is improper: it has no prior predictive")
+            for cells, T in zip(groups, self.t):
+                k = cells.size
+                bars = np.sort(rng.choice(int(T) + k - 1, size=k - 1, replace=False)) if k > 1 else np.array([], int)
+                edges = np.concatenate([[-1], bars, [int(T) + k - 1]])
+                x[cells] = np.diff(edges) - 1
+            return x
+        if self.kind in ("poisson", "multinomial"):
+            w = np.asarray(params[-1], dtype=float)  # Poisson: mu; multinomial: p (after n)
+            if self.kind == "multinomial" and int(np.asarray(params[0]).ravel()[0]) != int(self.t.sum()):
+                raise InfeasibleInvariantError("the multinomial prior's total differs from the invariant's total: "
+                                               "the fibre has prior probability zero")
+            for cells, T in zip(groups, self.t):
+                wg = w[cells]
+                if wg.sum() <= 0:
+                    if T == 0:
+                        continue
+                    raise InfeasibleInvariantError("the prior gives probability zero to a group's total")
+                x[cells] = rng.multinomial(int(T), wg / wg.sum())
+            return x
+        # any other elementwise prior: group-sum sampler on the prior's cells
+        cell = self._cells(params)
+        density = LocalLogDensity([CellSum(cell)])
+        cells_fn = separable_cell_logp(density)
+        codes = self.partition.codes
+        lower = 0 if self.nonnegative else None
+        upper = self.t[codes] if self.nonnegative else None
+        lo, hi, _, capped = unimodal_windows(cells_fn, self.n, lower, upper, log_drop=self.LOG_DROP,
+                                             max_width=1 << 16)
+        if capped:
+            raise NotImplementedError("the prior's cells are too spread out for a direct draw given the totals")
+        sampler = GroupSumSampler(GroupTree(codes), cells_fn, lo, hi)
+        draw, _, ok = sampler.sample(rng, self.t)
+        if not ok.all():
+            raise InfeasibleInvariantError("a group total is outside the prior's support (up to e^-36)")
+        return draw

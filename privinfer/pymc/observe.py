@@ -53,12 +53,13 @@ def _check_release(mechanism, y, latent_info):
     return y
 
 
-def observe(name: str, mechanism, x, observed, *, model=None):
+def observe(name: str, mechanism, x, observed, *, dims=None, model=None):
     """Condition the model on the released ``observed = y`` through ``mechanism``'s likelihood.
 
     ``x`` is the latent confidential vector (a tensor: from :func:`affine_latent`,
     :func:`lattice_latent`, or any model expression of length ``mechanism.n``).  Returns
     the observed variable (or, for augmented likelihoods, the auxiliary latent ``r``).
+    ``dims`` names the release's dimension (its coordinates in the model's ``coords``).
     """
     model = pm.modelcontext(model)
     reg = model_registry(model)
@@ -87,11 +88,12 @@ def observe(name: str, mechanism, x, observed, *, model=None):
 
     m = mechanism.m
     if m == mechanism.n:
-        return pm.CustomDist(name, x, logp=logp, random=random, observed=y, signature="(n)->(n)", dtype=dtype)
+        return pm.CustomDist(name, x, logp=logp, random=random, observed=y, signature="(n)->(n)", dtype=dtype,
+                             dims=dims)
     # a release of another length (y = B x + noise): a second, shape-only parameter of
     # length m lets PyTensor infer the support shape from the signature
     return pm.CustomDist(name, x, pt.zeros(m), logp=logp, random=random, observed=y,
-                         signature="(n),(m)->(m)", dtype=dtype)
+                         signature="(n),(m)->(m)", dtype=dtype, dims=dims)
 
 
 def posterior_predictive_releases(mechanism, x_draws, rng=None) -> np.ndarray:
