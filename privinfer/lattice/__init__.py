@@ -5,7 +5,8 @@
 
 ``laws``      exact integer samplers (CKS 2020) and the double geometric jump law
 ``moves``     move sets: pair transfers within groups, a short lattice basis, free cells
-``density``   the one encoding of a target's local log-density change
+``density``   the one encoding of a target's local log-density change (cell sums, sparse
+              linear queries with a running statistic, whole-vector terms)
 ``kernels``   Metropolis / heat-bath kernels ``kernel(rng, state) -> (state, info)``
 ``coupling``  L-lag couplings of the kernels and total-variation certificates
 ``exact``     exact samplers of product laws restricted to the lattice (no Markov chain)
@@ -23,7 +24,7 @@ from .coupling import (
     sample_meeting_times,
     tv_upper_bound,
 )
-from .density import CellSum, GaussianTarget, L1Target, L2Target, LocalLogDensity, WholeVector
+from .density import CellSum, GaussianTarget, L1Target, L2Target, LinearQueries, LocalLogDensity, WholeVector
 from .exact import (
     DiscreteGaussianLaw,
     DoubleGeometricLaw,
@@ -61,7 +62,7 @@ from .moves import LatticeMoves, PairMoves, SparseLatticeBasis, as_moves, free_c
 __all__ = [
     "BurnInCertificate", "certify_burn_in", "coupled_sweep", "iterations_to_threshold",
     "maximal_coupling_double_geometric", "sample_meeting_times", "tv_upper_bound",
-    "CellSum", "WholeVector", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",
+    "CellSum", "WholeVector", "LinearQueries", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",
     "DoubleGeometricLaw", "DiscreteGaussianLaw", "ExactSampler", "FreeCellRejection", "exact_sampler",
     "sample_partition_double_geometric", "sample_partition_rejection",
     "LatticeState", "SweepInfo", "init_state", "sweep", "gibbs_sweep", "coordinate_step", "run_sweeps",

@@ -78,7 +78,7 @@ __all__ = [
 
 class LatticeState(NamedTuple):
     """``m`` chains: lattice points ``e`` (m, n) int64 and the density's statistics ``stat``
-    (m, n_terms) (see :class:`~privinfer.lattice.density.LocalLogDensity`)."""
+    (m, stat_width) (see :class:`~privinfer.lattice.density.LocalLogDensity`)."""
 
     e: np.ndarray
     stat: np.ndarray
@@ -166,12 +166,12 @@ def metropolis_step_inplace(state: LatticeState, idx, val, zeta, log_u, density:
     if not ok.any():
         return ok
     rows = np.flatnonzero(ok)
-    dl, new_stat = density.delta(idx, old[rows], new[rows], stat[rows], state=_whole_state(state, density))
-    acc_rows = rows[log_u[rows] < dl]
+    dl, update = density.score(idx, old[rows], new[rows], stat[rows], state=_whole_state(state, density))
+    keep = log_u[rows] < dl
+    acc_rows = rows[keep]
     if acc_rows.size:
-        keep = np.isin(rows, acc_rows)
         e[np.ix_(acc_rows, idx)] = new[acc_rows]
-        stat[acc_rows] = new_stat[keep]
+        density.apply(stat, update, keep, acc_rows)  # only the touched statistic slots
     acc = np.zeros(e.shape[0], dtype=bool)
     acc[acc_rows] = True
     return acc
@@ -188,7 +188,7 @@ def matching_step_inplace(state: LatticeState, pairs, zeta, log_u, density: Loca
     e = state.e
     old = e[:, pairs]  # (m, P, 2)
     new = old + zeta[..., None] * val
-    dl, _ = density.delta(pairs, old, new, np.zeros(zeta.shape + (density.n_terms,)))
+    dl, _ = density.score(pairs, old, new, np.zeros(zeta.shape + (density.stat_width,)))
     acc = (log_u < dl) & (zeta != 0)
     if lower is not None:
         acc &= np.all(new >= lower, axis=-1)
@@ -313,10 +313,10 @@ def multi_direction_jump(rng, state: LatticeState, basis: LatticeMoves, density:
     new = old + step[idx]
     if lower is not None and np.any(new < lower):
         return st, info
-    dl, new_stat = density.delta(idx, old, new, st.stat[0], state=_whole_state(st, density))
+    dl, update = density.score(idx, old, new, st.stat[0], state=_whole_state(st, density))
     if np.log(rng.random()) < float(dl):
         st.e[0, idx] = new
-        st.stat[0] = new_stat
+        density.apply(st.stat[0], update)
         info["accepted"] = True
     return st, info
 
@@ -352,12 +352,12 @@ def direction_gibbs(rng, state: LatticeState, idx, vals, density: LocalLogDensit
     zs = np.arange(int(lo), int(hi) + 1)
     old = x[idx]
     new = old[None, :] + zs[:, None] * vals[None, :]
-    lw, new_stat = density.delta(idx, old, new, state.stat[0], state=_whole_state(state, density))
+    lw, update = density.score(idx, old, new, state.stat[0], state=_whole_state(state, density))
     lw = np.asarray(lw, dtype=float)
     lw = lw - logsumexp(lw)
     i = int(rng.choice(len(zs), p=np.exp(lw)))
     st = copy_state(state)
     if zs[i] != 0:
         st.e[0, idx] = new[i]
-        st.stat[0] = new_stat[i]
+        density.apply(st.stat[0], update, i)
     return st, {"exact": True, "support": len(zs), "moved": bool(zs[i] != 0)}
