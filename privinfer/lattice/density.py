@@ -169,6 +169,34 @@ class LinearQueries:
         np.add.at(M, (inv.ravel(), cols), dat[pos])
         return R, M
 
+    def pair_effects(self, pairs):
+        r"""``(rows, coef)`` of the pair moves :math:`e_i - e_j` for ``pairs`` (P, 2): the rows
+        where :math:`A(e_i - e_j)` is non-zero and its entries, padded to (P, K) with
+        ``coef = 0`` (rows a pair enters with equal weight through both cells are left out:
+        the move does not change them)."""
+        pairs = np.asarray(pairs)
+        P = pairs.shape[0]
+        ptr, ind, dat = self._indptr, self._indices, self._data
+        cells = pairs.reshape(-1)
+        sign = np.tile(np.array([1.0, -1.0]), P)
+        cnt = ptr[cells + 1] - ptr[cells]
+        owner = np.repeat(np.arange(2 * P), cnt)
+        pos = np.repeat(ptr[cells], cnt) + (np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        key = (owner // 2).astype(np.int64) * self.q + ind[pos]
+        uk, inv = np.unique(key, return_inverse=True)
+        c = np.bincount(inv.ravel(), weights=dat[pos] * sign[owner], minlength=uk.size)
+        keep = c != 0
+        uk, c = uk[keep], c[keep]
+        kp, kr = uk // self.q, uk % self.q
+        per = np.bincount(kp, minlength=P)
+        K = max(int(per.max()) if per.size else 0, 1)
+        rank = np.arange(uk.size) - np.repeat(np.cumsum(per) - per, per)
+        rows = np.zeros((P, K), dtype=np.int64)
+        coef = np.zeros((P, K))
+        rows[kp, rank] = kr
+        coef[kp, rank] = c
+        return rows, coef
+
 
 _TERMS = (CellSum, WholeVector, LinearQueries)
 
@@ -207,6 +235,10 @@ class LocalLogDensity:
         """Length of a state's statistic vector (see the module docstring)."""
         return int(self._offsets[-1])
 
+    def slot_offset(self, k: int) -> int:
+        """First statistic slot of term ``k``."""
+        return int(self._offsets[k])
+
     @property
     def separable(self) -> bool:
         """True when the log-density is a plain sum of per-cell terms: moves on disjoint
@@ -217,6 +249,48 @@ class LocalLogDensity:
     def is_local(self) -> bool:
         """True when no term needs the whole vector."""
         return all(isinstance(t, (CellSum, LinearQueries)) for t in self.terms)
+
+    @property
+    def pair_batchable(self) -> bool:
+        """True when every term is a plain cell sum or a :class:`LinearQueries` term: pair
+        moves that touch disjoint cells and disjoint query rows then have independent
+        acceptance ratios and may be scored in one batch (:meth:`pair_effects`)."""
+        return all((isinstance(t, CellSum) and t.outer is None) or isinstance(t, LinearQueries)
+                   for t in self.terms)
+
+    def pair_effects(self, pairs):
+        """For pair moves ``pairs`` (P, 2): ``(effects, slots)`` with ``effects`` a list of
+        ``(k, rows, coef)`` per :class:`LinearQueries` term ``k`` (:meth:`LinearQueries.pair_effects`)
+        and ``slots`` (P, K) the statistic slots each pair changes (``-1`` for padding)."""
+        effects, slots = [], []
+        for k, t in enumerate(self.terms):
+            if isinstance(t, LinearQueries):
+                rows, coef = t.pair_effects(pairs)
+                effects.append((k, rows, coef))
+                slots.append(np.where(coef != 0, rows + self._offsets[k], -1))
+        P = np.asarray(pairs).shape[0]
+        return effects, (np.concatenate(slots, axis=1) if slots else np.full((P, 1), -1, dtype=np.int64))
+
+    def score_pairs(self, pairs, old, zeta, stat, effects):
+        r"""``(dl, new_answers)`` for the pair moves :math:`v + \zeta(e_i - e_j)`: ``pairs``
+        (P, 2) on disjoint cells and query rows, ``old`` (m, P, 2) their current values,
+        ``zeta`` (m, P), ``stat`` (m, stat_width), ``effects`` from :meth:`pair_effects` (for
+        these pairs).  ``dl`` is (m, P); ``new_answers`` lists (m, P, K) per LinearQueries term."""
+        val = np.array([1, -1], dtype=np.int64)
+        new = old + zeta[..., None] * val
+        dl = np.zeros(zeta.shape)
+        for t in self.terms:
+            if isinstance(t, CellSum):
+                dl = dl + (np.sum(t.cell(pairs, new), axis=-1) - np.sum(t.cell(pairs, old), axis=-1))
+        answers = []
+        for k, rows, coef in effects:
+            t = self.terms[k]
+            s_old = stat[:, self._offsets[k] + rows]
+            s_new = s_old + zeta[..., None] * coef
+            with np.errstate(invalid="ignore"):
+                dl = dl + np.sum(t.row(rows, s_new) - t.row(rows, s_old), axis=-1)
+            answers.append(s_new)
+        return dl, answers
 
     def __add__(self, other: "LocalLogDensity") -> "LocalLogDensity":
         return LocalLogDensity(self.terms + other.terms)

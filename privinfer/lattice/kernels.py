@@ -26,6 +26,10 @@ the coupled kernels of :mod:`privinfer.lattice.coupling`, say so in their names)
   and a *separable* density a sweep instead proposes all pairs of random matchings at once
   (:func:`matching_step_inplace`): steps on disjoint pairs commute, so this is exactly the
   composition of the pair steps, and the matching is drawn independently of the state.
+  For a density of cell sums and sparse linear queries
+  (:class:`~privinfer.lattice.LinearQueries`) the matching is split into rounds of pairs
+  that change disjoint query rows (:func:`query_matching_step_inplace`); each round is
+  scored in one batch.
 * :func:`multi_direction_jump` -- :math:`x + Bk` with independent double-geometric
   :math:`k_j` given :math:`k \ne 0` (symmetric: :math:`k \mapsto -k` preserves the event).
   Every :math:`k \ne 0` has positive probability, so any two points of a finite non-negative
@@ -63,6 +67,8 @@ __all__ = [
     "scale_of_move",
     "metropolis_step_inplace",
     "matching_step_inplace",
+    "conflict_free_rounds",
+    "query_matching_step_inplace",
     "sweep_inplace",
     "sweep",
     "coordinate_step",
@@ -196,11 +202,80 @@ def matching_step_inplace(state: LatticeState, pairs, zeta, log_u, density: Loca
     return acc.sum(axis=1)
 
 
+def conflict_free_rounds(slots) -> list:
+    """Split pairs into rounds in which no two pairs change the same statistic slot.
+
+    ``slots`` (P, K): the slots each pair changes (``-1`` = none).  First fit in the given
+    order: pair ``p`` goes to the first round in which none of its slots is changed yet
+    (rounds used by a slot are the bits of an integer).  Depends on ``slots`` only, never on
+    a state.
+    """
+    slots = np.asarray(slots)
+    P = slots.shape[0]
+    if P == 0:
+        return []
+    used: dict = {}
+    assign = np.empty(P, dtype=np.int64)
+    for p, row in enumerate(slots.tolist()):
+        u = 0
+        for sl in row:
+            if sl >= 0:
+                u |= used.get(sl, 0)
+        r = (~u & (u + 1)).bit_length() - 1  # lowest round not used by any of its slots
+        assign[p] = r
+        bit = 1 << r
+        for sl in row:
+            if sl >= 0:
+                used[sl] = used.get(sl, 0) | bit
+    order = np.argsort(assign, kind="stable")
+    bounds = np.searchsorted(assign[order], np.arange(int(assign.max()) + 2))
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def query_matching_step_inplace(state: LatticeState, pairs, zeta, log_u, density: LocalLogDensity,
+                                lower=None) -> np.ndarray:
+    r"""Metropolis steps on the disjoint pairs ``pairs`` (P, 2) for a density of cell sums and
+    :class:`~privinfer.lattice.LinearQueries` terms (``density.pair_batchable``), jumps and
+    log-uniforms (m, P); returns accepted counts per chain.
+
+    The pairs are split into :func:`conflict_free_rounds`: within a round no two pairs share
+    a cell or a query row they change, so each step's acceptance ratio involves only its own
+    cells and rows and the round is exactly the composition of its steps; the rounds run in
+    sequence.  The split depends on the pairs only (not on the state), so the composition of
+    pi-reversible steps keeps pi invariant.  Each round writes only the statistic slots it
+    changes.
+    """
+    e, stat = state
+    effects, slots = density.pair_effects(pairs)
+    n_acc = np.zeros(e.shape[0], dtype=np.int64)
+    val = np.array([1, -1], dtype=np.int64)
+    for sel in conflict_free_rounds(slots):
+        p = pairs[sel]
+        z = zeta[:, sel]
+        old = e[:, p]  # (m, S, 2)
+        eff = [(k, rows[sel], coef[sel]) for k, rows, coef in effects]
+        dl, answers = density.score_pairs(p, old, z, stat, eff)
+        acc = (log_u[:, sel] < dl) & (z != 0)
+        if lower is not None:
+            acc &= np.all(old + z[..., None] * val >= lower, axis=-1)
+        if not acc.any():
+            continue
+        e[:, p] = np.where(acc[..., None], old + z[..., None] * val, old)
+        for (k, rows, coef), s_new in zip(eff, answers):
+            c, q = np.nonzero(acc)
+            w = coef[q] != 0
+            cc = np.broadcast_to(c[:, None], w.shape)[w]
+            stat[cc, density.slot_offset(k) + rows[q][w]] = s_new[c, q][w]
+        n_acc += acc.sum(axis=1)
+    return n_acc
+
+
 def sweep_inplace(rng, state: LatticeState, moves, density: LocalLogDensity, scales, order: str = "random",
                   *, lower=None, nonzero: bool = False, matchings: int | None = None):
     """One sweep in place (see :func:`sweep`); ``scales`` from :func:`resolve_jump_scales`."""
     m = state.e.shape[0]
-    if isinstance(moves, PairMoves) and density.separable:
+    if isinstance(moves, PairMoves) and density.pair_batchable:
+        step = matching_step_inplace if density.separable else query_matching_step_inplace
         n_acc = np.zeros(m, dtype=np.int64)
         steps = 0
         for _ in range(moves.matchings_per_sweep if matchings is None else int(matchings)):
@@ -209,7 +284,7 @@ def sweep_inplace(rng, state: LatticeState, moves, density: LocalLogDensity, sca
             if P == 0:
                 break
             zeta = _jumps(rng, scales[0], (m, P), nonzero)
-            n_acc += matching_step_inplace(state, pairs, zeta, np.log(rng.random((m, P))), density, lower)
+            n_acc += step(state, pairs, zeta, np.log(rng.random((m, P))), density, lower)
             steps += P
         return state, SweepInfo(n_acc, steps)
     sched = moves.schedule(rng, order)
