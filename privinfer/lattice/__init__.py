@@ -57,7 +57,17 @@ from .laws import (
     sample_geometric,
     sparse_double_geometric,
 )
-from .moves import LatticeMoves, PairMoves, SparseLatticeBasis, as_moves, free_cell_basis, moves_for, sweep_order
+from .moves import (
+    LatticeMoves,
+    MoveCycle,
+    PairMoves,
+    RectangleMoves,
+    SparseLatticeBasis,
+    as_moves,
+    free_cell_basis,
+    moves_for,
+    sweep_order,
+)
 
 __all__ = [
     "BurnInCertificate", "certify_burn_in", "coupled_sweep", "iterations_to_threshold",
@@ -69,5 +79,5 @@ __all__ = [
     "metropolis_kernel", "multi_direction_jump", "direction_range", "direction_gibbs", "default_jump_scale",
     "double_geometric_jumps", "jump_logpmf", "nonzero_double_geometric", "sparse_double_geometric",
     "sample_geometric", "sample_discrete_laplace", "sample_discrete_gaussian",
-    "LatticeMoves", "PairMoves", "SparseLatticeBasis", "as_moves", "free_cell_basis", "moves_for", "sweep_order",
+    "LatticeMoves", "PairMoves", "RectangleMoves", "MoveCycle", "SparseLatticeBasis", "as_moves", "free_cell_basis", "moves_for", "sweep_order",
 ]

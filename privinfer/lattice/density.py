@@ -169,20 +169,21 @@ class LinearQueries:
         np.add.at(M, (inv.ravel(), cols), dat[pos])
         return R, M
 
-    def pair_effects(self, pairs):
-        r"""``(rows, coef)`` of the pair moves :math:`e_i - e_j` for ``pairs`` (P, 2): the rows
-        where :math:`A(e_i - e_j)` is non-zero and its entries, padded to (P, K) with
-        ``coef = 0`` (rows a pair enters with equal weight through both cells are left out:
-        the move does not change them)."""
-        pairs = np.asarray(pairs)
-        P = pairs.shape[0]
+    def move_effects(self, cells, val):
+        r"""``(rows, coef)`` of the moves :math:`\sum_j val_j e_{cells_{p,j}}` for ``cells``
+        (P, w) and ``val`` (w,): the rows where :math:`A` times the move is non-zero and its
+        entries, padded to (P, K) with ``coef = 0`` (rows whose contributions cancel -- a
+        pair inside one county for the county total -- are left out: the move does not
+        change them)."""
+        cells = np.asarray(cells)
+        P, width = cells.shape
         ptr, ind, dat = self._indptr, self._indices, self._data
-        cells = pairs.reshape(-1)
-        sign = np.tile(np.array([1.0, -1.0]), P)
-        cnt = ptr[cells + 1] - ptr[cells]
-        owner = np.repeat(np.arange(2 * P), cnt)
-        pos = np.repeat(ptr[cells], cnt) + (np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-        key = (owner // 2).astype(np.int64) * self.q + ind[pos]
+        flat = cells.reshape(-1)
+        sign = np.tile(np.asarray(val, dtype=float), P)
+        cnt = ptr[flat + 1] - ptr[flat]
+        owner = np.repeat(np.arange(width * P), cnt)
+        pos = np.repeat(ptr[flat], cnt) + (np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        key = (owner // width).astype(np.int64) * self.q + ind[pos]
         uk, inv = np.unique(key, return_inverse=True)
         c = np.bincount(inv.ravel(), weights=dat[pos] * sign[owner], minlength=uk.size)
         keep = c != 0
@@ -196,6 +197,10 @@ class LinearQueries:
         rows[kp, rank] = kr
         coef[kp, rank] = c
         return rows, coef
+
+    def pair_effects(self, pairs):
+        """:meth:`move_effects` of the pair moves :math:`e_i - e_j` (``pairs`` (P, 2))."""
+        return self.move_effects(pairs, (1, -1))
 
 
 _TERMS = (CellSum, WholeVector, LinearQueries)
@@ -252,36 +257,37 @@ class LocalLogDensity:
 
     @property
     def pair_batchable(self) -> bool:
-        """True when every term is a plain cell sum or a :class:`LinearQueries` term: pair
-        moves that touch disjoint cells and disjoint query rows then have independent
-        acceptance ratios and may be scored in one batch (:meth:`pair_effects`)."""
+        """True when every term is a plain cell sum or a :class:`LinearQueries` term: moves
+        that touch disjoint cells and disjoint query rows then have independent acceptance
+        ratios and may be scored in one batch (:meth:`move_effects`, :meth:`score_moves`)."""
         return all((isinstance(t, CellSum) and t.outer is None) or isinstance(t, LinearQueries)
                    for t in self.terms)
 
-    def pair_effects(self, pairs):
-        """For pair moves ``pairs`` (P, 2): ``(effects, slots)`` with ``effects`` a list of
-        ``(k, rows, coef)`` per :class:`LinearQueries` term ``k`` (:meth:`LinearQueries.pair_effects`)
-        and ``slots`` (P, K) the statistic slots each pair changes (``-1`` for padding)."""
+    def move_effects(self, cells, val):
+        """For the moves ``sum_j val_j e_{cells[p, j]}`` (``cells`` (P, w)): ``(effects, slots)``
+        with ``effects`` a list of ``(k, rows, coef)`` per :class:`LinearQueries` term ``k``
+        (:meth:`LinearQueries.move_effects`) and ``slots`` (P, K) the statistic slots each
+        move changes (``-1`` for padding)."""
         effects, slots = [], []
         for k, t in enumerate(self.terms):
             if isinstance(t, LinearQueries):
-                rows, coef = t.pair_effects(pairs)
+                rows, coef = t.move_effects(cells, val)
                 effects.append((k, rows, coef))
                 slots.append(np.where(coef != 0, rows + self._offsets[k], -1))
-        P = np.asarray(pairs).shape[0]
+        P = np.asarray(cells).shape[0]
         return effects, (np.concatenate(slots, axis=1) if slots else np.full((P, 1), -1, dtype=np.int64))
 
-    def score_pairs(self, pairs, old, zeta, stat, effects):
-        r"""``(dl, new_answers)`` for the pair moves :math:`v + \zeta(e_i - e_j)`: ``pairs``
-        (P, 2) on disjoint cells and query rows, ``old`` (m, P, 2) their current values,
-        ``zeta`` (m, P), ``stat`` (m, stat_width), ``effects`` from :meth:`pair_effects` (for
-        these pairs).  ``dl`` is (m, P); ``new_answers`` lists (m, P, K) per LinearQueries term."""
-        val = np.array([1, -1], dtype=np.int64)
-        new = old + zeta[..., None] * val
+    def score_moves(self, cells, old, zeta, stat, effects, val):
+        r"""``(dl, new_answers)`` for the moves :math:`v + \zeta \sum_j val_j e_{cells_{p,j}}`:
+        ``cells`` (P, w) on disjoint cells and query rows, ``old`` (m, P, w) their current
+        values, ``zeta`` (m, P), ``stat`` (m, stat_width), ``effects`` from
+        :meth:`move_effects` (for these moves).  ``dl`` is (m, P); ``new_answers`` lists
+        (m, P, K) per LinearQueries term."""
+        new = old + zeta[..., None] * np.asarray(val, dtype=np.int64)
         dl = np.zeros(zeta.shape)
         for t in self.terms:
             if isinstance(t, CellSum):
-                dl = dl + (np.sum(t.cell(pairs, new), axis=-1) - np.sum(t.cell(pairs, old), axis=-1))
+                dl = dl + (np.sum(t.cell(cells, new), axis=-1) - np.sum(t.cell(cells, old), axis=-1))
         answers = []
         for k, rows, coef in effects:
             t = self.terms[k]

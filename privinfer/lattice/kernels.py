@@ -56,7 +56,7 @@ from scipy.special import logsumexp
 from .._rng import as_generator
 from .density import LocalLogDensity
 from .laws import double_geometric_jumps, nonzero_double_geometric, sparse_double_geometric
-from .moves import LatticeMoves, PairMoves, as_moves
+from .moves import LatticeMoves, MoveCycle, PairMoves, RectangleMoves, as_moves
 
 __all__ = [
     "LatticeState",
@@ -128,7 +128,7 @@ def resolve_jump_scales(jump_scale, moves, density) -> np.ndarray:
     """Validated jump scales: one per move of a :class:`LatticeMoves`, one for pair moves."""
     if jump_scale is None:
         jump_scale = moves.default_scales(density)
-    k = moves.k if isinstance(moves, LatticeMoves) else 1
+    k = moves.k if isinstance(moves, LatticeMoves) else 1  # pair, rectangle and cycle moves share one
     s = np.asarray(jump_scale, dtype=float)
     if s.ndim == 0 or s.size == 1:
         s = np.full(k, float(s.ravel()[0]))
@@ -214,9 +214,16 @@ def conflict_free_rounds(slots) -> list:
     P = slots.shape[0]
     if P == 0:
         return []
+    # a slot changed by one move only cannot conflict: keep the shared ones
+    vals, counts = np.unique(slots[slots >= 0], return_counts=True)
+    shared = np.isin(slots, vals[counts > 1])
+    if not shared.any():
+        return [np.arange(P)]
+    slots = np.where(shared, slots, -1)
     used: dict = {}
-    assign = np.empty(P, dtype=np.int64)
-    for p, row in enumerate(slots.tolist()):
+    assign = np.zeros(P, dtype=np.int64)
+    busy = np.flatnonzero(shared.any(axis=1))
+    for p, row in zip(busy.tolist(), slots[busy].tolist()):
         u = 0
         for sl in row:
             if sl >= 0:
@@ -232,29 +239,30 @@ def conflict_free_rounds(slots) -> list:
     return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def query_matching_step_inplace(state: LatticeState, pairs, zeta, log_u, density: LocalLogDensity,
-                                lower=None) -> np.ndarray:
-    r"""Metropolis steps on the disjoint pairs ``pairs`` (P, 2) for a density of cell sums and
+def query_matching_step_inplace(state: LatticeState, cells, zeta, log_u, density: LocalLogDensity,
+                                lower=None, val=(1, -1)) -> np.ndarray:
+    r"""Metropolis steps along the moves :math:`\sum_j val_j e_{cells_{p,j}}` on disjoint cells
+    ``cells`` (P, w) (pairs by default) for a density of cell sums and
     :class:`~privinfer.lattice.LinearQueries` terms (``density.pair_batchable``), jumps and
     log-uniforms (m, P); returns accepted counts per chain.
 
-    The pairs are split into :func:`conflict_free_rounds`: within a round no two pairs share
+    The moves are split into :func:`conflict_free_rounds`: within a round no two moves share
     a cell or a query row they change, so each step's acceptance ratio involves only its own
     cells and rows and the round is exactly the composition of its steps; the rounds run in
-    sequence.  The split depends on the pairs only (not on the state), so the composition of
+    sequence.  The split depends on the moves only (not on the state), so the composition of
     pi-reversible steps keeps pi invariant.  Each round writes only the statistic slots it
     changes.
     """
     e, stat = state
-    effects, slots = density.pair_effects(pairs)
+    val = np.asarray(val, dtype=np.int64)
+    effects, slots = density.move_effects(cells, val)
     n_acc = np.zeros(e.shape[0], dtype=np.int64)
-    val = np.array([1, -1], dtype=np.int64)
     for sel in conflict_free_rounds(slots):
-        p = pairs[sel]
+        p = cells[sel]
         z = zeta[:, sel]
-        old = e[:, p]  # (m, S, 2)
+        old = e[:, p]  # (m, S, w)
         eff = [(k, rows[sel], coef[sel]) for k, rows, coef in effects]
-        dl, answers = density.score_pairs(p, old, z, stat, eff)
+        dl, answers = density.score_moves(p, old, z, stat, eff, val)
         acc = (log_u[:, sel] < dl) & (z != 0)
         if lower is not None:
             acc &= np.all(old + z[..., None] * val >= lower, axis=-1)
@@ -274,17 +282,34 @@ def sweep_inplace(rng, state: LatticeState, moves, density: LocalLogDensity, sca
                   *, lower=None, nonzero: bool = False, matchings: int | None = None):
     """One sweep in place (see :func:`sweep`); ``scales`` from :func:`resolve_jump_scales`."""
     m = state.e.shape[0]
-    if isinstance(moves, PairMoves) and density.pair_batchable:
-        step = matching_step_inplace if density.separable else query_matching_step_inplace
+    if isinstance(moves, MoveCycle):
+        n_acc = np.zeros(m, dtype=np.int64)
+        steps = 0
+        for i, part in enumerate(moves.parts):
+            mt = matchings if moves.matchings is None else moves.matchings[i]
+            state, info = sweep_inplace(rng, state, part, density, scales[:1], order, lower=lower,
+                                        nonzero=nonzero, matchings=mt)
+            n_acc += info.n_accepted
+            steps += info.n_proposed
+        return state, SweepInfo(n_acc, steps)
+    if isinstance(moves, RectangleMoves) and not density.pair_batchable:
+        raise ValueError("rectangle moves need a density of cell sums and LinearQueries terms")
+    if isinstance(moves, (PairMoves, RectangleMoves)) and density.pair_batchable:
+        rect = isinstance(moves, RectangleMoves)
         n_acc = np.zeros(m, dtype=np.int64)
         steps = 0
         for _ in range(moves.matchings_per_sweep if matchings is None else int(matchings)):
-            pairs = moves.matching(rng)
-            P = pairs.shape[0]
+            cells = moves.matching(rng)
+            P = cells.shape[0]
             if P == 0:
                 break
             zeta = _jumps(rng, scales[0], (m, P), nonzero)
-            n_acc += step(state, pairs, zeta, np.log(rng.random((m, P))), density, lower)
+            log_u = np.log(rng.random((m, P)))
+            if density.separable and not rect:
+                n_acc += matching_step_inplace(state, cells, zeta, log_u, density, lower)
+            else:
+                n_acc += query_matching_step_inplace(state, cells, zeta, log_u, density, lower,
+                                                     val=moves.val if rect else (1, -1))
             steps += P
         return state, SweepInfo(n_acc, steps)
     sched = moves.schedule(rng, order)
