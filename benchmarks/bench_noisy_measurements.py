@@ -54,8 +54,8 @@ def _rmse(a, x, mask=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a short sanity run")
-    ap.add_argument("--draws", type=int, default=2000)
-    ap.add_argument("--tune", type=int, default=600)
+    ap.add_argument("--draws", type=int, default=3500)
+    ap.add_argument("--tune", type=int, default=500)
     ap.add_argument("--seed", type=int, default=20240611)
     args = ap.parse_args(argv)
     draws, tune = (150, 100) if args.quick else (args.draws, args.tune)

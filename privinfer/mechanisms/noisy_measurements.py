@@ -54,7 +54,9 @@ measurements and ``t = C x``, checked (integer, of the invariant's length, with 
 non-negative integer point on the fibre ``{C x = t}``).  ``t`` is disclosed: the guarantee
 covers the measurements, and neighbours that share ``t`` (one person moved between cells,
 :math:`x' = x + e_i - e_j`) are protected by the same computation with the column
-differences (at most twice :math:`\rho`, by the triangle inequality on each query's shift).
+differences: :math:`\|B_k(e_i - e_j)\|^2 \le 2\|B_k e_i\|^2 + 2\|B_k e_j\|^2`, so at most
+:math:`4\rho`, and :math:`2\rho` when every ``B_k`` is a margin (0/1 rows partitioning the
+cells: the shift is 0 or two unit entries).
 The analyst conditions on ``t`` exactly (:mod:`privinfer.pymc`: a lattice latent on the fibre
 observed through this mechanism).
 
