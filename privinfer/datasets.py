@@ -23,6 +23,7 @@ __all__ = ["delinquent_children", "DELINQUENT_COUNTIES", "DELINQUENT_EDUCATION",
            "DATA_ENV", "DataFileError",
            "GazetteerCounties", "StateCounties", "load_gazetteer_counties", "state_county_populations",
            "NhgisCounties", "TOTAL_POPULATION", "load_nhgis_counties", "nhgis_variables",
+           "NhgisSexByAge", "load_nhgis_sex_by_age",
            "DhcSexByAge", "P12_AGE_GROUPS", "load_ddp_dhc_ca",
            "PopulationAgeSex", "load_population_age_sex",
            "synthetic_spatiotemporal", "spatiotemporal_invariant"]
@@ -395,6 +396,61 @@ def load_nhgis_counties(state: str, path=None, variable: str = TOTAL_POPULATION)
         key, variable, spec[3], gis_arr, np.array([_gisjoin_geoid(g) for g in gis_arr]),
         np.array(names, dtype=object)[order], dp[order], sf[order],
     )
+
+
+@dataclass(frozen=True)
+class NhgisSexByAge:
+    """County x sex x age group counts (table P12, NHGIS codes ``H76003-H76025`` male and
+    ``H76027-H76049`` female, 23 age groups of :data:`P12_AGE_GROUPS`) of one state, paired:
+    ``sf`` the enumerated 2010 SF1 values and ``dp`` the Census Bureau's TopDown output of the
+    demonstration run ``vintage``.  Both are (counties, 2, 23) int64 arrays (sex: male,
+    female), counties in ``gisjoin`` order; each county's cells sum to its total population
+    ``H76001`` (checked on load)."""
+
+    state: str
+    vintage: str
+    gisjoin: np.ndarray
+    geoid: np.ndarray
+    name: np.ndarray
+    dp: np.ndarray
+    sf: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(int(s) for s in self.sf.shape)
+
+    @property
+    def n(self) -> int:
+        return int(self.sf.size)
+
+
+def load_nhgis_sex_by_age(state: str = "KY", path=None) -> NhgisSexByAge:
+    """Sex by age (P12) for every county of ``state`` from the NHGIS demonstration file
+    (wide layout: ``"KY"`` or ``"CA"``); see :class:`NhgisSexByAge`."""
+    key, spec = _nhgis_spec(state)
+    p, layout, header, rows = _nhgis_rows(key, spec, path)
+    if layout != "wide":
+        raise ValueError(f"the NHGIS file of {key} has no sex-by-age columns in the wide layout")
+    ig, iname = _columns(header, ("gisjoin", "name"), p.name)
+    rows = [r for r in rows if len(r[ig].strip()) == 8]
+    if not rows:
+        raise DataFileError(f"{p.name}: no county rows (gisjoin of 8 characters)")
+    codes = [f"H76{j:03d}" for j in list(range(3, 26)) + list(range(27, 50))]
+    out = {}
+    for suffix in ("dp", "sf"):
+        cols = _columns(header, [c + "_" + suffix for c in codes], p.name)
+        table = np.stack([_ints([r[c] for r in rows], p.name, codes[i] + "_" + suffix)
+                          for i, c in enumerate(cols)], axis=1)
+        (itot,) = _columns(header, ("H76001_" + suffix,), p.name)
+        totals = _ints([r[itot] for r in rows], p.name, "H76001_" + suffix)
+        if np.any(table.sum(axis=1) != totals):
+            raise DataFileError(f"{p.name}: the {suffix} sex-by-age cells do not add up to H76001 in some county")
+        out[suffix] = table.reshape(len(rows), 2, 23)
+    gis = np.array([r[ig].strip() for r in rows])
+    order = np.argsort(gis, kind="stable")
+    names = np.array([r[iname].strip() for r in rows], dtype=object)
+    return NhgisSexByAge(key, spec[3], gis[order], np.array([_gisjoin_geoid(g) for g in gis[order]]),
+                         names[order], out["dp"][order], out["sf"][order])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ CASES = {
     "semi-dp-gaussian": lambda: SemiDPGaussian(one_way_margins_sensitivity_space((2, 3), a=2), 1.0),
     "k-norm": lambda: KNorm(one_way_margins_sensitivity_space((2, 3), a=2), 1.0),
     "linear-gaussian": lambda: LinearGaussian(_B, np.diag([1.0, 2.0, 0.5])),
+    "noisy-measurements": lambda: M.NoisyMeasurements([np.eye(4), np.array([[1, 1, 0, 0], [0, 0, 1, 1]])],
+                                                      [1.5, 2.0]),
     "topdown-baseline": lambda: TopDownBaseline(I.total(4), "discrete_gaussian", 1.5),
     "tulap": lambda: TulapMechanism(3, 1.0, 0.0),
     "gaussian-canonical": lambda: GaussianCanonicalMechanism(3, 1.0),

@@ -1,9 +1,11 @@
-"""Inference on private releases: the semi-private UMPU odds-ratio test and its Bayesian counterpart.
+"""Inference on private releases: the semi-private UMPU odds-ratio test and its Bayesian
+counterpart; generalized least squares on noisy measurements (:mod:`privinfer.inference.gls`).
 
 See :mod:`privinfer.inference.odds_ratio` (Cho and Awan, Semi-DP paper, Sec. 5.3, Thm 37) and
 :mod:`privinfer.inference.bayes_odds_ratio`.  The PyMC model is imported lazily.
 """
 
+from .gls import GLSEstimate, gls, gls_estimate, topdown_style_estimate
 from .odds_ratio import (
     OddsRatioTestResult,
     naive_group_privacy_noise,
@@ -23,6 +25,10 @@ from .bayes_odds_ratio import (
 )
 
 __all__ = [
+    "GLSEstimate",
+    "gls",
+    "gls_estimate",
+    "topdown_style_estimate",
     "OddsRatioTestResult",
     "semi_private_odds_ratio_test",
     "semi_private_odds_ratio_interval",

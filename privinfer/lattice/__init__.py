@@ -5,7 +5,8 @@
 
 ``laws``      exact integer samplers (CKS 2020) and the double geometric jump law
 ``moves``     move sets: pair transfers within groups, a short lattice basis, free cells
-``density``   the one encoding of a target's local log-density change
+``density``   the one encoding of a target's local log-density change (cell sums, sparse
+              linear queries with a running statistic, whole-vector terms)
 ``kernels``   Metropolis / heat-bath kernels ``kernel(rng, state) -> (state, info)``
 ``coupling``  L-lag couplings of the kernels and total-variation certificates
 ``exact``     exact samplers of product laws restricted to the lattice (no Markov chain)
@@ -34,7 +35,7 @@ from .coupling import (
     sample_meeting_times,
     tv_upper_bound,
 )
-from .density import CellSum, GaussianTarget, L1Target, L2Target, LocalLogDensity, WholeVector
+from .density import CellSum, GaussianTarget, L1Target, L2Target, LinearQueries, LocalLogDensity, WholeVector
 from .exact import (
     DiscreteGaussianLaw,
     DoubleGeometricLaw,
@@ -67,18 +68,28 @@ from .laws import (
     sample_geometric,
     sparse_double_geometric,
 )
-from .moves import LatticeMoves, PairMoves, SparseLatticeBasis, as_moves, free_cell_basis, moves_for, sweep_order
+from .moves import (
+    LatticeMoves,
+    MoveCycle,
+    PairMoves,
+    RectangleMoves,
+    SparseLatticeBasis,
+    as_moves,
+    free_cell_basis,
+    moves_for,
+    sweep_order,
+)
 
 __all__ = [
     "LOG_DROP", "GroupTree", "GroupSumSampler", "BlockInfo", "block_kernel", "separable_cell_logp", "SeparableCells", "unimodal_windows",
     "BurnInCertificate", "certify_burn_in", "coupled_sweep", "iterations_to_threshold",
     "maximal_coupling_double_geometric", "sample_meeting_times", "tv_upper_bound",
-    "CellSum", "WholeVector", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",
+    "CellSum", "WholeVector", "LinearQueries", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",
     "DoubleGeometricLaw", "DiscreteGaussianLaw", "ExactSampler", "FreeCellRejection", "exact_sampler",
     "sample_partition_double_geometric", "sample_partition_rejection",
     "LatticeState", "SweepInfo", "init_state", "sweep", "gibbs_sweep", "coordinate_step", "run_sweeps",
     "metropolis_kernel", "multi_direction_jump", "direction_range", "direction_gibbs", "default_jump_scale",
     "double_geometric_jumps", "jump_logpmf", "nonzero_double_geometric", "sparse_double_geometric",
     "sample_geometric", "sample_discrete_laplace", "sample_discrete_gaussian",
-    "LatticeMoves", "PairMoves", "SparseLatticeBasis", "as_moves", "free_cell_basis", "moves_for", "sweep_order",
+    "LatticeMoves", "PairMoves", "RectangleMoves", "MoveCycle", "SparseLatticeBasis", "as_moves", "free_cell_basis", "moves_for", "sweep_order",
 ]

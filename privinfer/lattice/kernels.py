@@ -26,6 +26,10 @@ the coupled kernels of :mod:`privinfer.lattice.coupling`, say so in their names)
   and a *separable* density a sweep instead proposes all pairs of random matchings at once
   (:func:`matching_step_inplace`): steps on disjoint pairs commute, so this is exactly the
   composition of the pair steps, and the matching is drawn independently of the state.
+  For a density of cell sums and sparse linear queries
+  (:class:`~privinfer.lattice.LinearQueries`) the matching is split into rounds of pairs
+  that change disjoint query rows (:func:`query_matching_step_inplace`); each round is
+  scored in one batch.
 * :func:`multi_direction_jump` -- :math:`x + Bk` with independent double-geometric
   :math:`k_j` given :math:`k \ne 0` (symmetric: :math:`k \mapsto -k` preserves the event).
   Every :math:`k \ne 0` has positive probability, so any two points of a finite non-negative
@@ -52,7 +56,7 @@ from scipy.special import logsumexp
 from .._rng import as_generator
 from .density import LocalLogDensity
 from .laws import double_geometric_jumps, nonzero_double_geometric, sparse_double_geometric
-from .moves import LatticeMoves, PairMoves, as_moves
+from .moves import LatticeMoves, MoveCycle, PairMoves, RectangleMoves, as_moves
 
 __all__ = [
     "LatticeState",
@@ -63,6 +67,8 @@ __all__ = [
     "scale_of_move",
     "metropolis_step_inplace",
     "matching_step_inplace",
+    "conflict_free_rounds",
+    "query_matching_step_inplace",
     "sweep_inplace",
     "sweep",
     "coordinate_step",
@@ -78,7 +84,7 @@ __all__ = [
 
 class LatticeState(NamedTuple):
     """``m`` chains: lattice points ``e`` (m, n) int64 and the density's statistics ``stat``
-    (m, n_terms) (see :class:`~privinfer.lattice.density.LocalLogDensity`)."""
+    (m, stat_width) (see :class:`~privinfer.lattice.density.LocalLogDensity`)."""
 
     e: np.ndarray
     stat: np.ndarray
@@ -122,7 +128,7 @@ def resolve_jump_scales(jump_scale, moves, density) -> np.ndarray:
     """Validated jump scales: one per move of a :class:`LatticeMoves`, one for pair moves."""
     if jump_scale is None:
         jump_scale = moves.default_scales(density)
-    k = moves.k if isinstance(moves, LatticeMoves) else 1
+    k = moves.k if isinstance(moves, LatticeMoves) else 1  # pair, rectangle and cycle moves share one
     s = np.asarray(jump_scale, dtype=float)
     if s.ndim == 0 or s.size == 1:
         s = np.full(k, float(s.ravel()[0]))
@@ -166,12 +172,12 @@ def metropolis_step_inplace(state: LatticeState, idx, val, zeta, log_u, density:
     if not ok.any():
         return ok
     rows = np.flatnonzero(ok)
-    dl, new_stat = density.delta(idx, old[rows], new[rows], stat[rows], state=_whole_state(state, density))
-    acc_rows = rows[log_u[rows] < dl]
+    dl, update = density.score(idx, old[rows], new[rows], stat[rows], state=_whole_state(state, density))
+    keep = log_u[rows] < dl
+    acc_rows = rows[keep]
     if acc_rows.size:
-        keep = np.isin(rows, acc_rows)
         e[np.ix_(acc_rows, idx)] = new[acc_rows]
-        stat[acc_rows] = new_stat[keep]
+        density.apply(stat, update, keep, acc_rows)  # only the touched statistic slots
     acc = np.zeros(e.shape[0], dtype=bool)
     acc[acc_rows] = True
     return acc
@@ -188,7 +194,7 @@ def matching_step_inplace(state: LatticeState, pairs, zeta, log_u, density: Loca
     e = state.e
     old = e[:, pairs]  # (m, P, 2)
     new = old + zeta[..., None] * val
-    dl, _ = density.delta(pairs, old, new, np.zeros(zeta.shape + (density.n_terms,)))
+    dl, _ = density.score(pairs, old, new, np.zeros(zeta.shape + (density.stat_width,)))
     acc = (log_u < dl) & (zeta != 0)
     if lower is not None:
         acc &= np.all(new >= lower, axis=-1)
@@ -196,20 +202,114 @@ def matching_step_inplace(state: LatticeState, pairs, zeta, log_u, density: Loca
     return acc.sum(axis=1)
 
 
+def conflict_free_rounds(slots) -> list:
+    """Split pairs into rounds in which no two pairs change the same statistic slot.
+
+    ``slots`` (P, K): the slots each pair changes (``-1`` = none).  First fit in the given
+    order: pair ``p`` goes to the first round in which none of its slots is changed yet
+    (rounds used by a slot are the bits of an integer).  Depends on ``slots`` only, never on
+    a state.
+    """
+    slots = np.asarray(slots)
+    P = slots.shape[0]
+    if P == 0:
+        return []
+    # a slot changed by one move only cannot conflict: keep the shared ones
+    vals, counts = np.unique(slots[slots >= 0], return_counts=True)
+    shared = np.isin(slots, vals[counts > 1])
+    if not shared.any():
+        return [np.arange(P)]
+    slots = np.where(shared, slots, -1)
+    used: dict = {}
+    assign = np.zeros(P, dtype=np.int64)
+    busy = np.flatnonzero(shared.any(axis=1))
+    for p, row in zip(busy.tolist(), slots[busy].tolist()):
+        u = 0
+        for sl in row:
+            if sl >= 0:
+                u |= used.get(sl, 0)
+        r = (~u & (u + 1)).bit_length() - 1  # lowest round not used by any of its slots
+        assign[p] = r
+        bit = 1 << r
+        for sl in row:
+            if sl >= 0:
+                used[sl] = used.get(sl, 0) | bit
+    order = np.argsort(assign, kind="stable")
+    bounds = np.searchsorted(assign[order], np.arange(int(assign.max()) + 2))
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def query_matching_step_inplace(state: LatticeState, cells, zeta, log_u, density: LocalLogDensity,
+                                lower=None, val=(1, -1)) -> np.ndarray:
+    r"""Metropolis steps along the moves :math:`\sum_j val_j e_{cells_{p,j}}` on disjoint cells
+    ``cells`` (P, w) (pairs by default) for a density of cell sums and
+    :class:`~privinfer.lattice.LinearQueries` terms (``density.pair_batchable``), jumps and
+    log-uniforms (m, P); returns accepted counts per chain.
+
+    The moves are split into :func:`conflict_free_rounds`: within a round no two moves share
+    a cell or a query row they change, so each step's acceptance ratio involves only its own
+    cells and rows and the round is exactly the composition of its steps; the rounds run in
+    sequence.  The split depends on the moves only (not on the state), so the composition of
+    pi-reversible steps keeps pi invariant.  Each round writes only the statistic slots it
+    changes.
+    """
+    e, stat = state
+    val = np.asarray(val, dtype=np.int64)
+    effects, slots = density.move_effects(cells, val)
+    n_acc = np.zeros(e.shape[0], dtype=np.int64)
+    for sel in conflict_free_rounds(slots):
+        p = cells[sel]
+        z = zeta[:, sel]
+        old = e[:, p]  # (m, S, w)
+        eff = [(k, rows[sel], coef[sel]) for k, rows, coef in effects]
+        dl, answers = density.score_moves(p, old, z, stat, eff, val)
+        acc = (log_u[:, sel] < dl) & (z != 0)
+        if lower is not None:
+            acc &= np.all(old + z[..., None] * val >= lower, axis=-1)
+        if not acc.any():
+            continue
+        e[:, p] = np.where(acc[..., None], old + z[..., None] * val, old)
+        for (k, rows, coef), s_new in zip(eff, answers):
+            c, q = np.nonzero(acc)
+            w = coef[q] != 0
+            cc = np.broadcast_to(c[:, None], w.shape)[w]
+            stat[cc, density.slot_offset(k) + rows[q][w]] = s_new[c, q][w]
+        n_acc += acc.sum(axis=1)
+    return n_acc
+
+
 def sweep_inplace(rng, state: LatticeState, moves, density: LocalLogDensity, scales, order: str = "random",
                   *, lower=None, nonzero: bool = False, matchings: int | None = None):
     """One sweep in place (see :func:`sweep`); ``scales`` from :func:`resolve_jump_scales`."""
     m = state.e.shape[0]
-    if isinstance(moves, PairMoves) and density.separable:
+    if isinstance(moves, MoveCycle):
+        n_acc = np.zeros(m, dtype=np.int64)
+        steps = 0
+        for i, part in enumerate(moves.parts):
+            mt = matchings if moves.matchings is None else moves.matchings[i]
+            state, info = sweep_inplace(rng, state, part, density, scales[:1], order, lower=lower,
+                                        nonzero=nonzero, matchings=mt)
+            n_acc += info.n_accepted
+            steps += info.n_proposed
+        return state, SweepInfo(n_acc, steps)
+    if isinstance(moves, RectangleMoves) and not density.pair_batchable:
+        raise ValueError("rectangle moves need a density of cell sums and LinearQueries terms")
+    if isinstance(moves, (PairMoves, RectangleMoves)) and density.pair_batchable:
+        rect = isinstance(moves, RectangleMoves)
         n_acc = np.zeros(m, dtype=np.int64)
         steps = 0
         for _ in range(moves.matchings_per_sweep if matchings is None else int(matchings)):
-            pairs = moves.matching(rng)
-            P = pairs.shape[0]
+            cells = moves.matching(rng)
+            P = cells.shape[0]
             if P == 0:
                 break
             zeta = _jumps(rng, scales[0], (m, P), nonzero)
-            n_acc += matching_step_inplace(state, pairs, zeta, np.log(rng.random((m, P))), density, lower)
+            log_u = np.log(rng.random((m, P)))
+            if density.separable and not rect:
+                n_acc += matching_step_inplace(state, cells, zeta, log_u, density, lower)
+            else:
+                n_acc += query_matching_step_inplace(state, cells, zeta, log_u, density, lower,
+                                                     val=moves.val if rect else (1, -1))
             steps += P
         return state, SweepInfo(n_acc, steps)
     sched = moves.schedule(rng, order)
@@ -313,10 +413,10 @@ def multi_direction_jump(rng, state: LatticeState, basis: LatticeMoves, density:
     new = old + step[idx]
     if lower is not None and np.any(new < lower):
         return st, info
-    dl, new_stat = density.delta(idx, old, new, st.stat[0], state=_whole_state(st, density))
+    dl, update = density.score(idx, old, new, st.stat[0], state=_whole_state(st, density))
     if np.log(rng.random()) < float(dl):
         st.e[0, idx] = new
-        st.stat[0] = new_stat
+        density.apply(st.stat[0], update)
         info["accepted"] = True
     return st, info
 
@@ -352,12 +452,12 @@ def direction_gibbs(rng, state: LatticeState, idx, vals, density: LocalLogDensit
     zs = np.arange(int(lo), int(hi) + 1)
     old = x[idx]
     new = old[None, :] + zs[:, None] * vals[None, :]
-    lw, new_stat = density.delta(idx, old, new, state.stat[0], state=_whole_state(state, density))
+    lw, update = density.score(idx, old, new, state.stat[0], state=_whole_state(state, density))
     lw = np.asarray(lw, dtype=float)
     lw = lw - logsumexp(lw)
     i = int(rng.choice(len(zs), p=np.exp(lw)))
     st = copy_state(state)
     if zs[i] != 0:
         st.e[0, idx] = new[i]
-        st.stat[0] = new_stat[i]
+        density.apply(st.stat[0], update, i)
     return st, {"exact": True, "support": len(zs), "moved": bool(zs[i] != 0)}

@@ -9,6 +9,8 @@ element of L, so adding any integer multiple keeps :math:`Ce = 0` (the curator's
   Sec. 4, Algorithm 1).  Because B has full column rank, :math:`z \mapsto Bz` is a bijection of
   :math:`\mathbb{Z}^d` onto L, so a symmetric jump in z is a symmetric jump on L.
 * :class:`PairMoves` -- transfers :math:`e_i - e_k` inside a group (totals, partitions).
+* :class:`RectangleMoves` -- the basic moves of a two-way grid of cells (keep its margins).
+* :class:`MoveCycle` -- several move sets in turn.
 * :func:`free_cell_basis` -- a basis whose coordinates are cells of e (free cells).
 * :func:`moves_for` -- the default move set of an invariant: pairs for a partition
   (``invariant.partition``), otherwise its short lattice basis in free-cell coordinates.
@@ -27,6 +29,8 @@ import scipy.sparse as sp
 __all__ = [
     "LatticeMoves",
     "PairMoves",
+    "RectangleMoves",
+    "MoveCycle",
     "SparseLatticeBasis",
     "as_moves",
     "free_cell_basis",
@@ -65,7 +69,7 @@ class LatticeMoves:
 
     @classmethod
     def from_matrix(cls, B) -> "LatticeMoves":
-        if isinstance(B, (LatticeMoves, PairMoves)):
+        if isinstance(B, (LatticeMoves, PairMoves, RectangleMoves, MoveCycle)):
             return B
         if sp.issparse(B):
             Bc = sp.csc_matrix(B)
@@ -210,6 +214,11 @@ class PairMoves:
         return np.full(1, s)
 
     @property
+    def codes(self) -> np.ndarray:
+        """Group code of every cell (pairs are drawn within a group)."""
+        return self._codes
+
+    @property
     def group_sizes(self) -> np.ndarray:
         """Number of cells of each group."""
         return self._group_size
@@ -219,6 +228,87 @@ class PairMoves:
         """Matchings per sweep so that a sweep makes about ``steps_per_sweep`` pair proposals."""
         per = max(1, int(np.sum(self._group_size // 2)))
         return max(1, int(round(self.steps_per_sweep / per)))
+
+
+class RectangleMoves:
+    r"""The basic moves of a two-way table on a complete grid of cells (Diaconis and Sturmfels
+    1998): :math:`e_{rs} - e_{rs'} - e_{r's} + e_{r's'}`, which keep every row and column
+    total of the grid (hence the grand total).
+
+    ``grid`` (R x S) holds the cell index of every (row, column) of the grid (all distinct,
+    e.g. county x sex-age group); ``n`` is the length of the state.  A sweep draws
+    :attr:`matchings_per_sweep` random *rectangle matchings* (:meth:`matching`): a random
+    matching of the rows times a random matching of the columns, i.e. floor(R/2) floor(S/2)
+    disjoint rectangles; the kernels score them in batches (moves on disjoint cells and
+    query rows commute).  The selection is symmetric and state-independent, the jump law
+    symmetric, so every step is a reversible Metropolis step.  Within ``n``, cells outside the
+    grid never move: combine with other moves (:class:`MoveCycle`).
+    """
+
+    #: entries of a move on the cells of :meth:`matching`'s rows
+    val = np.array([1, -1, -1, 1], dtype=np.int64)
+
+    def __init__(self, grid, n: int):
+        grid = np.asarray(grid)
+        if grid.ndim != 2 or grid.shape[0] < 2 or grid.shape[1] < 2:
+            raise ValueError(f"grid must be a 2-D array of cell indices with at least 2 rows and 2 columns, got shape {grid.shape}")
+        if grid.dtype.kind not in "iu" or grid.min() < 0 or grid.max() >= n:
+            raise ValueError(f"grid entries must be cell indices in [0, {n})")
+        if np.unique(grid).size != grid.size:
+            raise ValueError("grid cells must be distinct")
+        self.grid = grid.astype(np.intp)
+        self.n = int(n)
+        R, S = grid.shape
+        self.k = int((R - 1) * (S - 1))
+
+    @property
+    def steps_per_sweep(self) -> int:
+        return self.k
+
+    @property
+    def matchings_per_sweep(self) -> int:
+        R, S = self.grid.shape
+        return max(1, int(round(self.k / ((R // 2) * (S // 2)))))
+
+    def matching(self, rng) -> np.ndarray:
+        """floor(R/2) floor(S/2) disjoint rectangles (P, 4): cells (r, s), (r, s'), (r', s), (r', s')."""
+        R, S = self.grid.shape
+        rp = rng.permutation(R)[: 2 * (R // 2)].reshape(-1, 2)
+        cp = rng.permutation(S)[: 2 * (S // 2)].reshape(-1, 2)
+        r1, r2 = rp[:, 0][:, None], rp[:, 1][:, None]
+        c1, c2 = cp[:, 0][None, :], cp[:, 1][None, :]
+        g = self.grid
+        return np.stack([g[r1, c1], g[r1, c2], g[r2, c1], g[r2, c2]], axis=-1).reshape(-1, 4)
+
+    def default_scales(self, density) -> np.ndarray:
+        return np.full(1, float(np.asarray(density.jump_scale(4.0, 4.0, self.k)).ravel()[0]))
+
+
+class MoveCycle:
+    """Several move sets used in turn: a sweep is one sweep of each part (``matchings[i]``
+    matchings of part i when given).  Each part keeps the target invariant, so the cycle does;
+    the parts share one jump scale."""
+
+    def __init__(self, parts, matchings=None):
+        parts = list(parts)
+        if not parts:
+            raise ValueError("a move cycle needs at least one move set")
+        ns = {p.n for p in parts}
+        if len(ns) != 1:
+            raise ValueError(f"the move sets act on states of different lengths {sorted(ns)}")
+        if matchings is not None and len(matchings) != len(parts):
+            raise ValueError("give one number of matchings per move set")
+        self.parts = tuple(parts)
+        self.matchings = None if matchings is None else tuple(int(m) for m in matchings)
+        self.n = parts[0].n
+        self.k = max(p.k for p in parts)
+
+    @property
+    def steps_per_sweep(self) -> int:
+        return int(sum(p.steps_per_sweep for p in self.parts))
+
+    def default_scales(self, density) -> np.ndarray:
+        return np.full(1, float(np.asarray(self.parts[0].default_scales(density)).ravel()[0]))
 
 
 #: Backwards-compatible name: a lattice basis is a set of moves.

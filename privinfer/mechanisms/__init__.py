@@ -9,6 +9,14 @@ from .classic import Gaussian, Laplace
 from .discrete import DiscreteGaussian, DoubleGeometric
 from .integer_subspace import GeneralizedGaussian, GeneralizedLaplace
 from .linear_gaussian import LinearGaussian
+from .noisy_measurements import (
+    MeasurementRelease,
+    NoisyMeasurements,
+    county_sex_age_measurements,
+    l2_sensitivity,
+    margin_query,
+    table_measurements,
+)
 from .correlated import CorrelatedGaussian, base_decomposition, mvee_symmetric
 from .distributed import local_release, release_distributed
 from .semidp import (
@@ -54,6 +62,8 @@ __all__ += ["TopDownBaseline", "NonTransparentMechanismError"]
 __all__ += ["Gaussian", "Laplace"]
 __all__ += ["DoubleGeometric", "DiscreteGaussian", "GeneralizedLaplace", "GeneralizedGaussian"]
 __all__ += ["LinearGaussian"]
+__all__ += ["NoisyMeasurements", "MeasurementRelease", "margin_query", "l2_sensitivity", "table_measurements",
+            "county_sex_age_measurements"]
 __all__ += ["CorrelatedGaussian", "mvee_symmetric", "base_decomposition", "release_distributed", "local_release"]
 __all__ += ["SemiDPGaussian", "KNorm", "one_way_margins_sensitivity_space", "one_way_margins_l2_sensitivity"]
 __all__ += ["ProjectedGaussian", "ExtendedGaussian", "ProjectedLaplace", "ExtendedLaplace",

@@ -56,6 +56,7 @@ from .correlated import CorrelatedGaussian
 from .discrete import DiscreteGaussian, DoubleGeometric
 from .integer_subspace import GeneralizedGaussian, GeneralizedLaplace
 from .linear_gaussian import LinearGaussian
+from .noisy_measurements import NoisyMeasurements
 from .semidp import KNorm, SemiDPGaussian
 from .subspace import ExtendedGaussian, ExtendedLaplace, ProjectedGaussian, ProjectedLaplace
 from .topdown import TopDownBaseline
@@ -93,6 +94,7 @@ _CLASSES = (
     CorrelatedGaussian,
     SemiDPGaussian, KNorm,
     LinearGaussian,
+    NoisyMeasurements,
     TopDownBaseline,
     TulapMechanism, GaussianCanonicalMechanism, CanonicalNoiseMechanism, SemiPrivateTwoByTwo,
 )

@@ -117,7 +117,7 @@ def _fibre_check(inv: Invariant, t: np.ndarray, nonnegative: bool):
 
 
 def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonnegative: bool = True,
-                   initval=None, dims=None, model=None):
+                   initval=None, dims=None, moves=None, model=None):
     """Integer latent ``x`` on the fibre ``{x in Z^n : C x = t}`` (``x >= 0`` by default).
 
     Parameters
@@ -131,6 +131,11 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
     nonnegative : restrict to ``x >= 0`` (counts).
     initval : a starting point on the fibre; by default a non-negative integer point is found
         exactly (:meth:`Invariant.feasible_point`).
+    moves : the move set of :class:`~privinfer.pymc.LatticeMetropolis` for this latent
+        (:class:`~privinfer.lattice.PairMoves`, :class:`~privinfer.lattice.RectangleMoves` or
+        a :class:`~privinfer.lattice.MoveCycle` of them), checked to keep ``C x``; default
+        the invariant's own (:func:`~privinfer.lattice.moves_for`).  The multi-direction
+        jumps along the invariant's lattice basis are made in any case.
 
     Raises
     ------
@@ -167,6 +172,8 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
         if nonnegative and np.any(x0 < 0):
             raise InfeasibleInvariantError("initval has negative entries but nonnegative=True")
     x0 = np.asarray(x0, dtype=np.int64)
+    if moves is not None:
+        _check_moves(inv, moves)
     check = _fibre_check(inv, t, nonnegative)
     draw = ConditionalPrior(inv, t, prior, nonnegative)
     params = draw.params
@@ -189,8 +196,37 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
         lp = prior_logp(prior, x)
         pm.Potential(f"{name}_prior", lp)
         _check_prior_support(model, lp, x, x0, name)
-    model_registry(model)["lattice"][name] = LatticeLatentInfo(name, inv, np.asarray(t), prior, nonnegative, x0)
+    model_registry(model)["lattice"][name] = LatticeLatentInfo(name, inv, np.asarray(t), prior, nonnegative, x0,
+                                                               moves=moves)
     return x
+
+
+def _check_moves(inv: Invariant, moves):
+    """Raise unless every move of ``moves`` keeps ``C x`` (exact: integer C).
+
+    Pair moves within a label group keep C iff C has equal columns on the group; rectangle
+    moves iff every rectangle with corner (0, 0) of the grid does (the others are integer
+    combinations of those)."""
+    from ..lattice import MoveCycle, PairMoves, RectangleMoves
+
+    C = sp.csc_matrix(inv.matrix, dtype=float)
+    parts = moves.parts if isinstance(moves, MoveCycle) else [moves]
+    for part in parts:
+        if part.n != inv.n:
+            raise ValueError(f"the moves act on {part.n} cells, the invariant on {inv.n}")
+        if isinstance(part, PairMoves):
+            order = np.argsort(part.codes, kind="stable")
+            codes = part.codes[order]
+            a, b = order[:-1][codes[1:] == codes[:-1]], order[1:][codes[1:] == codes[:-1]]
+            D = C[:, a] - C[:, b]
+        elif isinstance(part, RectangleMoves):
+            g = part.grid
+            D = C[:, g[1:, 1:].ravel()] - C[:, np.repeat(g[1:, 0], g.shape[1] - 1)] \
+                - C[:, np.tile(g[0, 1:], g.shape[0] - 1)] + C[:, np.full((g.shape[0] - 1) * (g.shape[1] - 1), g[0, 0])]
+        else:
+            raise TypeError("moves must be PairMoves, RectangleMoves or a MoveCycle of them")
+        if np.any(np.abs(sp.csc_matrix(D).data) > 0):
+            raise ValueError("the moves do not keep the invariant C x = t")
 
 
 def _check_prior_support(model, lp, x, x0, name):

@@ -13,7 +13,12 @@ as a function of ``x`` (other variables fixed) is a sum of terms:
 * each release observed through :func:`privinfer.pymc.observe` whose mechanism has a
   local log-density (``mechanism.local_logp()``, a
   :class:`~privinfer.lattice.LocalLogDensity` in the noise ``e = y - x``) and whose invariant
-  contains the latent's lattice (so its support indicator is constant along moves);
+  contains the latent's lattice (so its support indicator is constant along moves); for
+  measurements of other queries (``m != n``, e.g.
+  :class:`~privinfer.mechanisms.NoisyMeasurements`) the density is written in the query
+  noise ``u = y - Bx`` and its :class:`~privinfer.lattice.LinearQueries` term, shifted to
+  ``x``, keeps the answers ``Bx`` as a running statistic (their support does not involve
+  the invariant);
 * anything else (user Potentials, other likelihoods) -- evaluated by a compiled function of
   the whole ``x``, so the difference stays exact, just not local.
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import scipy.sparse as sp
 import pytensor
 import pytensor.tensor as pt
 try:
@@ -135,6 +141,20 @@ def _log_factorial_runs(start, width):
     return v, out
 
 
+def _sparse_moves(basis) -> sp.csc_matrix:
+    """The moves of a :class:`~privinfer.lattice.LatticeMoves` as the columns of a sparse matrix."""
+    rows = np.concatenate(basis.indices)
+    cols = np.repeat(np.arange(basis.k), [len(i) for i in basis.indices])
+    vals = np.concatenate(basis.values).astype(float)
+    return sp.csc_matrix((vals, (rows, cols)), shape=(basis.n, basis.k))
+
+
+def _keeps_lattice(inv, moves) -> bool:
+    """Whether every move ``b`` has ``C b = 0`` for the invariant ``inv`` (exact: integer entries)."""
+    CB = sp.csr_matrix(inv.matrix, dtype=float) @ moves
+    return not np.any(np.abs(CB.data) > 0)
+
+
 class LocalPosterior:
     """The log posterior of the lattice latent ``x`` of ``model`` as a
     :class:`~privinfer.lattice.LocalLogDensity` (:attr:`density`), see module docstring.
@@ -148,8 +168,9 @@ class LocalPosterior:
         self.model = model
         xv = model.rvs_to_values[x_rv]
         n = info.invariant.n
-        dense_B = basis.to_dense()
-        sums_fixed = bool(np.all(dense_B.sum(axis=0) == 0))
+        # the moves as a sparse n x d matrix (a dense basis of a large fibre would not fit)
+        moves = _sparse_moves(basis)
+        sums_fixed = bool(np.all(np.asarray(moves.sum(axis=0)).ravel() == 0))
         prior_name = f"{info.name}_prior"
         release_names = {r.name: r for r in info.releases}
         self.prior = None
@@ -177,7 +198,7 @@ class LocalPosterior:
                 local = rel.mechanism.local_logp()
                 inv_m = rel.mechanism.invariant
                 if local is not None and local.is_local and (
-                        inv_m is None or not np.any(np.abs(inv_m.of(dense_B.T.astype(float))) > 0)):
+                        inv_m is None or rel.mechanism.m != n or _keeps_lattice(inv_m, moves)):
                     terms.extend(t.shifted(rel.y, -1) for t in local.terms)
                     self.local_terms.append(name)
                     continue

@@ -40,7 +40,9 @@ def _check_release(mechanism, y, latent_info):
     if mechanism.integer and np.any(y != np.round(y)):
         raise ValueError("observed release of an integer mechanism must hold integers")
     inv_m = mechanism.invariant
-    if inv_m is not None and latent_info is not None:
+    # measurements of other queries (m != n, e.g. NoisyMeasurements) keep nothing: their
+    # invariant's values are published beside them and enter through the latent's fibre
+    if inv_m is not None and latent_info is not None and m == mechanism.n:
         # every x on the latent's fibre has the same C_m x when C_m's rows lie in the row
         # space of the latent's invariant; the release must reproduce it exactly
         x0 = np.asarray(latent_info.point, dtype=float)

@@ -31,6 +31,8 @@ class LatticeLatentInfo:
     nonnegative: bool
     initval: np.ndarray
     releases: list = field(default_factory=list)
+    #: the move set of the lattice step (None: the invariant's default, ``moves_for``)
+    moves: object = None
 
     @property
     def point(self) -> np.ndarray:

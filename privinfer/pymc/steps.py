@@ -132,7 +132,7 @@ class LatticeMetropolis(ArrayStepShared):
         self.basis = LatticeMoves.from_matrix(inv.lattice_basis())
         # totals and partitions: random within-group pairs mix far faster than the chain
         # basis e_i - e_{i+1} (see PairMoves); otherwise sweep the short basis
-        self.moves = moves_for(inv, free_cells=False)
+        self.moves = info.moves if info.moves is not None else moves_for(inv, free_cells=False)
         self.lower = 0 if info.nonnegative else None
         self.order = order
         self.n_multi = int(n_multi)
