@@ -97,12 +97,13 @@ def test_windows_of_unimodal_cells():
 
 
 def test_proposal_is_the_exact_conditional_law():
-    # with windows 36 nats deep the tree FFBS proposal is the conditional law given the group
-    # sums up to the dropped mass: log q equals the enumerated log-probability to round-off
+    # with windows 36 nats deep and tables kept down to 1e-14 of their maxima the tree FFBS
+    # proposal is the conditional law given the group sums up to the dropped mass: log q
+    # equals the enumerated log-probability to round-off
     cells = separable_cell_logp(_density())
     tree = GroupTree(CODES)
     lo, hi, _, _ = unimodal_windows(cells, 7, 0, TOTALS[CODES], log_drop=36.0)
-    S = GroupSumSampler(tree, cells, lo, hi)
+    S = GroupSumSampler(tree, cells, lo, hi, floor=1e-14)
     pts = _fibre(CODES, TOTALS)
     lw = cells(np.arange(7), pts).sum(axis=1)
     exact = lw - logsumexp(lw)
@@ -119,7 +120,7 @@ def test_proposal_is_the_exact_conditional_law():
         np.testing.assert_allclose(lq_x, S.log_q(x), atol=1e-10)
 
 
-@pytest.mark.parametrize("log_drop", [25.0, 1.5])
+@pytest.mark.parametrize("log_drop", [18.0, 1.5])
 def test_block_kernel_preserves_the_posterior(log_drop):
     # Start 4000 chains from exact draws of the target (enumeration) and take one block step:
     # the result must again follow the target (chi-square over the fibre's points, alpha

@@ -271,7 +271,8 @@ class LatticeBlockGibbs(LatticeMetropolis):
 
     Parameters
     ----------
-    log_drop : window depth in nats (default 25: e^-25 ~ 1.4e-11 of a cell's mode mass is dropped).
+    log_drop : window depth in nats (default 18: cells' values below e^-18 ~ 1.5e-8 of their
+        mode's mass are left out of the proposal; the test puts them back).
     max_width : widest cell window (values); wider windows are cut around the mode (exact
         through the test, at a lower acceptance).
     **kwargs : as for :class:`LatticeMetropolis`.
