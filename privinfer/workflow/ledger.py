@@ -75,7 +75,8 @@ except ImportError:  # pragma: no cover - platforms without flock
     _fcntl = None
 
 __all__ = ["Ledger", "LedgerEntry", "parse_budget", "budget_text", "loss_against", "within_budget",
-           "fingerprint_counts", "canonical_counts", "canonical_header", "fingerprint_blocks", "as_ledger", "LEDGER_FORMAT", "DEFAULT_LEDGER_NAME", "SCOPES"]
+           "fingerprint_counts", "canonical_counts", "canonical_header", "fingerprint_blocks", "as_ledger",
+           "LEDGER_FORMAT", "DEFAULT_LEDGER_NAME", "SCOPES"]
 
 #: Format tag of the ledger file.
 LEDGER_FORMAT = "privinfer-ledger/1"

@@ -39,7 +39,7 @@ import io
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +47,8 @@ import numpy as np
 from .errors import ReleaseFileError
 
 __all__ = ["RawTable", "read_table", "parse_counts", "holds_numbers", "quote_name", "list_names", "MAX_COUNT",
-           "PARQUET_SUFFIXES", "CountCheck", "check_counts", "cell_text", "first_blank", "blank_text", "cell_where", "missing_column",
-           "text_encoding", "undecodable_text"]
+           "PARQUET_SUFFIXES", "CountCheck", "check_counts", "cell_text", "first_blank", "blank_text", "cell_where",
+           "missing_column", "text_encoding", "undecodable_text"]
 
 #: Largest magnitude of a count, and of the sum of the magnitudes of all counts (module docstring).
 MAX_COUNT = 2**52
