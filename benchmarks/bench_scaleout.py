@@ -19,6 +19,12 @@ Prints, in one run:
     release of the whole block in one call (``GeneralizedLaplace(groups).release``: one
     generator for all groups, vectorized over groups); their ratio is the price of the
     per-group seeding contract.
+(c) the price of privacy accounting on the 2-worker cluster: the same release with a ledger
+    (``ledger=``: a second pass streams the counts to the driver, one window of partitions at
+    a time, for the keyed fingerprint; then the budget check and the entry) against the
+    release without one, both timed to the end of the survey and graph construction (the
+    release itself is the same lazy frame); the driver's peak memory must stay bounded by a
+    window of partitions.
 
 Usage: python benchmarks/bench_scaleout.py [--cells N] [--groups G] [--partition-cells P] [--quick]
 (--quick: 10^6 cells in 10^3 groups, partitions of 2 x 10^5).  The full size is 10^8 cells in
@@ -29,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import resource
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -85,6 +93,28 @@ def on_cluster(workers: int, cells: int, groups: int, partition_cells: int):
     return dt, tuple(sums["check"]), base, peaks, rel
 
 
+def accounting(cells: int, groups: int, partition_cells: int):
+    from dask.distributed import Client, LocalCluster
+
+    from privinfer.scaleout import release_frame
+    from privinfer.scaleout.frames import FINGERPRINT_WINDOW
+    from privinfer.workflow import Ledger
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="4GiB",
+                      dashboard_address=None) as cluster, Client(cluster), tempfile.TemporaryDirectory() as tmp:
+        frame = lazy_frame(cells, groups, partition_cells)
+        release_frame(frame, value="count", group="group", mechanism="generalized-laplace", seed=1,
+                      epsilon=EPSILON)  # warm-up (imports on the workers), not timed
+        times = {}
+        for with_ledger in (False, True):
+            kw = {"ledger": Ledger(Path(tmp) / "ledger.json")} if with_ledger else {}
+            t0 = time.perf_counter()
+            release_frame(frame, value="count", group="group", mechanism="generalized-laplace", seed=1,
+                          epsilon=EPSILON, **kw)
+            times[with_ledger] = time.perf_counter() - t0
+    return times[False], times[True], FINGERPRINT_WINDOW
+
+
 def single_process(cells: int, groups: int, partition_cells: int):
     from privinfer import invariants
     from privinfer.mechanisms import GeneralizedLaplace
@@ -131,6 +161,10 @@ def main() -> None:
           f"partitions): {rel.redrawn_cells}")
     print(f"    guarantee: {rel.guarantee.definition}, epsilon={rel.guarantee['epsilon']}, "
           f"delta={rel.guarantee['delta']}, exact={rel.guarantee['exact']}")
+
+    t_plain, t_ledger, window = accounting(a.cells, a.groups, a.partition_cells)
+    print(f"(c) survey without a ledger {t_plain:6.1f} s; with a ledger (fingerprint pass, window of {window} "
+          f"partitions) {t_ledger:6.1f} s: ratio {t_ledger / t_plain:.2f}; driver peak RSS {peak_rss_mb():.0f} MB")
 
     n, t_frame, t_mech = single_process(a.cells, a.groups, a.partition_cells)
     print(f"(b) single process, first {n:.3g} cells: release_frame (per-group streams) {n / t_frame:12,.0f} cells/s; "

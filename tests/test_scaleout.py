@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 dd = pytest.importorskip("dask.dataframe")  # the scale extra is part of the test install
@@ -17,8 +19,9 @@ from privinfer import invariants  # noqa: E402
 from privinfer.cli import main  # noqa: E402
 from privinfer.mechanisms import build  # noqa: E402
 from privinfer.scaleout import fit_groups, read_frame, release_file, release_frame, write_frame  # noqa: E402
-from privinfer.workflow import ReleaseFileError  # noqa: E402
+from privinfer.workflow import BudgetExceededError, Ledger, LedgerError, ReleaseFileError  # noqa: E402
 from privinfer.workflow.release import release_counts_file  # noqa: E402
+from privinfer.workflow.table_io import cell_text, check_counts  # noqa: E402
 
 SCATTERED = "ignore:groups are scattered"
 
@@ -130,35 +133,84 @@ def test_noise_law_matches_the_exact_sampler(client):
     assert ((got - wrong) ** 2 / wrong).sum() > stats.chi2.ppf(1 - alpha, 24)
 
 
-@pytest.mark.parametrize("bad,message", [
-    ("abc", "column 'pop', data row 8 is not a number"),
-    ("-3", "column 'pop', data row 8 is a negative count"),
-    ("", "column 'pop', data row 8 is blank"),
-    ("2.5", "column 'pop', data row 8 is not an integer count"),
-])
-def test_bad_counts_give_the_command_line_errors(client, tmp_path, bad, message):
+def _cli_error(path, **kw):
+    """The one-line error of the command line's reader (normal path) on ``path``."""
+    with pytest.raises(ReleaseFileError) as err:
+        release_counts_file(path, path.parent / "normal-out.csv", invariant="groups:state", epsilon=1.0, ledger=None,
+                            **kw)
+    return str(err.value)
+
+
+def _frame_error(frame, **kw):
+    with pytest.raises(ReleaseFileError) as err:
+        release_frame(frame, value="pop", group="state", mechanism="generalized-laplace", epsilon=1.0, **kw)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("bad", ["abc", "-3", "", "2.5", "nan", "1e30", "99999999999999999999", "1_000"])
+def test_bad_counts_give_the_command_line_errors(client, tmp_path, bad):
+    # the frame release and the command line's reader use one implementation of the checks:
+    # the messages are compared with the command line's own text, not with a copy of it
     rows = [f"s{i % 3},{i}" for i in range(12)]
     rows[7] = f"s1,{bad}"
     path = tmp_path / "counts.csv"
     path.write_text("state,pop\n" + "\n".join(rows) + "\n")
-    with pytest.raises(ReleaseFileError) as cli_error:  # the command line's reader
-        release_counts_file(path, tmp_path / "out.csv", invariant="groups:state", epsilon=1.0)
-    assert message in str(cli_error.value)
+    expected = _cli_error(path)
+    assert expected.startswith("counts.csv: data row 8, column 'pop' ")
+    if bad:
+        assert bad not in expected  # never the value
     for frame in (read_frame(path), dd.from_pandas(read_frame(path), npartitions=3)):
-        with pytest.raises(ReleaseFileError, match=message.replace("(", r"\(")) as err:
-            release_frame(frame, value="pop", group="state", mechanism="generalized-laplace", epsilon=1.0)
-        assert "\n" not in str(err.value)
-    # numeric frames: missing values (NaN) and negatives, counted across partitions
-    df = pd.DataFrame({"state": ["a", "b"] * 6, "pop": np.arange(12.0)})
-    df.loc[9, "pop"] = np.nan
-    with pytest.raises(ReleaseFileError, match="column 'pop', data row 10 is blank"):
-        release_frame(dd.from_pandas(df, npartitions=4), value="pop", group="state",
-                      mechanism="generalized-laplace", epsilon=1.0)
+        assert _frame_error(frame, source="counts.csv") == expected
+        assert _frame_error(frame) == expected[len("counts.csv: "):]  # a frame without a file name
+    with pytest.raises(ReleaseFileError) as err:  # privinfer release --scheduler
+        release_file(path, tmp_path / "out.csv", invariant="groups:state", epsilon=1.0,
+                     scheduler=client.scheduler.address)
+    assert str(err.value) == expected
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "out.json").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_count_errors_across_partitions_and_typed_columns(tmp_path):
+    # the sum of the magnitudes passes 2^52 in the third partition: the message names the global row
+    big = 2**50
+    df = pd.DataFrame({"state": ["a", "b"] * 6, "pop": [big] * 12})
+    path = tmp_path / "counts.csv"
+    df.to_csv(path, index=False)
+    expected = _cli_error(path)
+    assert "data row 5, column 'pop': the counts up to this row add up to more than 2^52" in expected
+    assert _frame_error(dd.from_pandas(df, npartitions=4), source="counts.csv") == expected
+    assert _frame_error(df, source="counts.csv") == expected
+    # typed Parquet columns (floats with NaN, fractions, negatives) read as the command line reads them
+    for values in ([1.0, 2.0, np.nan, 4.0], [1.0, 2.5, 3.0, 4.0], [1, 2, -3, 4], [1.0, 2.0, 1e19, 4.0]):
+        typed = pd.DataFrame({"state": ["a", "a", "b", "b"], "pop": values})
+        pq = tmp_path / "typed.parquet"
+        typed.to_parquet(pq, index=False)
+        expected = _cli_error(pq)
+        assert _frame_error(dd.read_parquet(str(pq)), source="typed.parquet") == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.integers(-2**64, 2**64), st.floats(allow_nan=True, allow_infinity=True)),
+                min_size=1, max_size=12),
+       st.sampled_from(["int64", "uint64", "float64", "object"]), st.booleans(), st.booleans())
+def test_typed_columns_read_as_their_text(values, dtype, integer, nonnegative):
+    # a typed partition (Parquet, pandas) is checked as the text the command line would read
+    if dtype in ("int64", "uint64"):
+        lo, hi = (-2**63, 2**63 - 1) if dtype == "int64" else (0, 2**64 - 1)
+        values = [int(v) for v in values if isinstance(v, int) and lo <= v <= hi] or [0]
+    series = pd.Series(values, dtype=dtype if dtype != "float64" else float)
+    typed = check_counts(series, integer=integer, nonnegative=nonnegative)
+    text = check_counts(cell_text(series), integer=integer, nonnegative=nonnegative)
+    assert typed.problem == text.problem
+    assert typed.magnitude == text.magnitude
+    stop = typed.problem[0] if typed.problem else len(values)
+    assert typed.values[:stop].tolist() == text.values[:stop].tolist()
 
 
 def test_bad_groups_columns_and_options():
     df = pd.DataFrame({"state": ["a", None, "b"], "pop": [1, 2, 3]})
-    with pytest.raises(ReleaseFileError, match="column 'state', data row 2 has a blank group label"):
+    with pytest.raises(ReleaseFileError, match="^data row 2, column 'state' is blank \\(every cell needs a group\\)$"):
         release_frame(df, value="pop", group="state", mechanism="generalized-laplace", epsilon=1.0)
     with pytest.raises(ReleaseFileError, match="count column 'count' not found"):
         release_frame(df, value="count", group="state", mechanism="generalized-laplace", epsilon=1.0)
@@ -169,6 +221,9 @@ def test_bad_groups_columns_and_options():
     with pytest.raises(TypeError, match="not a Generator"):
         release_frame(df.dropna(), value="pop", group="state", mechanism="generalized-laplace", epsilon=1.0,
                       seed=np.random.default_rng(1))
+    with pytest.raises(LedgerError, match="a budget needs a ledger"):
+        release_frame(df.dropna(), value="pop", group="state", mechanism="generalized-laplace", epsilon=1.0,
+                      budget="epsilon=1")
 
 
 def test_guarantee_is_the_per_group_mechanisms():
@@ -206,6 +261,7 @@ def test_files_and_command_line_on_the_cluster(client, tmp_path):
     meta6 = json.loads(meta6.read_text())
     for m in (meta, meta6):
         m["provenance"].pop("created")
+        m.pop("ledger_entry")
     assert meta == meta6  # the sidecar does not depend on the seed (never records it)
     assert meta["guarantee"]["parameters"]["epsilon"] == 0.5 and meta["guarantee"]["parameters"]["delta"] == 0
     totals = dict(zip(meta["invariant"]["totals"]["groups"], meta["invariant"]["totals"]["t"]))
@@ -236,3 +292,163 @@ def test_fit_groups_on_the_cluster(client):
     # every posterior draw keeps each state's published total exactly
     assert np.all(x[:, :4].sum(axis=1) == 5100) and np.all(x[:, 4:].sum(axis=1) == 5400)
     assert list(post["cell_group"].values) == ["A"] * 4 + ["B"] * 3
+
+
+def _counts_csv(path, n_groups=5, seed=0):
+    """A counts file with a numeric block id, a text name, the group, the counts, and a
+    numeric column that is not a label (it may be confidential)."""
+    rng = np.random.default_rng(seed)
+    n = 12 * n_groups
+    df = pd.DataFrame({"block": np.arange(n) * 10 + 1, "name": [f"b{i}" for i in range(n)],
+                       "state": np.repeat([f"s{i}" for i in range(n_groups)], 12),
+                       "secret": rng.integers(0, 9, n), "pop": rng.integers(0, 300, n)})
+    df.to_csv(path, index=False)
+    return df
+
+
+def test_frame_release_is_accounted_like_make_release(client, tmp_path, monkeypatch):
+    df = _counts_csv(tmp_path / "c.csv")
+    book = Ledger(tmp_path / "book.json")
+    rel = release_frame(dd.from_pandas(df, npartitions=4), value="pop", group="state",
+                        mechanism="generalized-laplace", epsilon=0.5, seed=1, ledger=book, budget="epsilon=1",
+                        source="c.csv", output="r.csv")
+    (entry,) = book.entries()
+    assert rel.ledger_entry == entry.id and entry.cells == len(df)
+    # the fingerprint streamed over the partitions is the one make_release computes for the counts
+    assert entry.fingerprint == book.fingerprint(df["pop"].to_numpy())
+    assert entry.guarantee.kind == "pure" and entry.guarantee.epsilon == 0.5
+    # the budget is checked before any noise is drawn: a refused release never reaches the sampler
+    import privinfer.scaleout.frames as frames
+
+    def no_noise(*args, **kwargs):
+        raise AssertionError("noise drawn for a refused release")
+
+    monkeypatch.setattr(frames, "release_block", no_noise)
+    monkeypatch.setattr(frames, "_release_dask", no_noise)
+    before = (tmp_path / "book.json").read_bytes()
+    for frame in (df, dd.from_pandas(df, npartitions=3)):
+        with pytest.raises(BudgetExceededError, match="over the budget epsilon=1"):
+            release_frame(frame, value="pop", group="state", mechanism="generalized-laplace", epsilon=0.6,
+                          ledger=book)
+    assert (tmp_path / "book.json").read_bytes() == before  # the ledger is unchanged
+
+
+def _cli(args, address):
+    return main(["release", *map(str, args), "--scheduler", address])
+
+
+def test_command_line_ledger_budget_force_on_the_cluster(client, tmp_path, capsys):
+    address = client.scheduler.address
+    src = tmp_path / "c.csv"
+    df = _counts_csv(src)
+    book = tmp_path / "book.json"
+    common = ["--invariant", "groups:state", "--column", "pop", "--ledger", book]
+    # one release through the normal path, one on the cluster: one ledger, one input, one fingerprint
+    assert main(["release", *map(str, [src, tmp_path / "normal.csv", *common]), "--epsilon", "0.5",
+                 "--budget", "epsilon=1"]) == 0
+    assert _cli([src, tmp_path / "dask.csv", *common, "--epsilon", "0.5", "--seed", "3"], address) == 0
+    normal, dask_entry = Ledger(book).entries()
+    assert dask_entry.fingerprint == normal.fingerprint
+    meta = json.loads((tmp_path / "dask.json").read_text())
+    assert meta["ledger_entry"] == dask_entry.id and dask_entry.output == "dask.csv"
+    assert f"ledger: entry {dask_entry.id}" in capsys.readouterr().out
+    # the budget (recorded by the first release) is spent: refused before anything is written
+    ledger_before = book.read_bytes()
+    capsys.readouterr()
+    assert _cli([src, tmp_path / "more.csv", *common, "--epsilon", "0.1"], address) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("privinfer: error: release refused") and err.count("\n") == 1
+    assert book.read_bytes() == ledger_before and not (tmp_path / "more.csv").exists()
+    # no overwriting without --force (checked before anything is read or spent)
+    released = (tmp_path / "dask.csv").read_bytes()
+    assert _cli([src, tmp_path / "dask.csv", "--invariant", "groups:state", "--column", "pop", "--epsilon", "0.5"],
+                address) == 2
+    assert "exists already: pass --force" in capsys.readouterr().err
+    assert (tmp_path / "dask.csv").read_bytes() == released
+    assert not (tmp_path / "privinfer-ledger.json").exists()
+    # --force replaces the release and its sidecar; the default ledger sits beside the output
+    assert _cli([src, tmp_path / "dask.csv", "--invariant", "groups:state", "--column", "pop", "--epsilon", "0.5",
+                 "--seed", "4", "--force"], address) == 0
+    (entry,) = Ledger(tmp_path / "privinfer-ledger.json").entries()
+    assert json.loads((tmp_path / "dask.json").read_text())["ledger_entry"] == entry.id
+    assert (tmp_path / "dask.csv").read_bytes() != released
+    # a Parquet folder output: refused when it exists, replaced with --force
+    pq = tmp_path / "out.parquet"
+    assert _cli([src, pq, *common[:4], "--epsilon", "0.5", "--ledger", tmp_path / "b2.json"], address) == 0
+    assert _cli([src, pq, *common[:4], "--epsilon", "0.5", "--ledger", tmp_path / "b2.json"], address) == 2
+    assert _cli([src, pq, *common[:4], "--epsilon", "0.5", "--ledger", tmp_path / "b2.json", "--force"], address) == 0
+    assert pd.read_parquet(pq)["pop"].sum() == df["pop"].sum()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".") and not p.name.endswith(".key")]
+
+
+def test_interrupted_write_leaves_no_output(client, tmp_path, monkeypatch):
+    src = tmp_path / "c.csv"
+    _counts_csv(src)
+    import privinfer.scaleout.files as sf
+
+    real = sf.write_frame
+
+    def half_then_fail(frame, path, **kw):
+        real(frame, path, **kw)  # the release is complete in the temporary file ...
+        raise KeyboardInterrupt  # ... when the run is interrupted
+
+    monkeypatch.setattr(sf, "write_frame", half_then_fail)
+    with pytest.raises(KeyboardInterrupt):
+        release_file(src, tmp_path / "r.csv", invariant="groups:state", column="pop", epsilon=0.5,
+                     scheduler=client.scheduler.address)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.csv", "privinfer-ledger.json", "privinfer-ledger.key"]
+
+
+def test_ids_and_columns_as_the_normal_path(client, tmp_path):
+    address = client.scheduler.address
+    src = tmp_path / "c.csv"
+    df = _counts_csv(src)
+    normal, _, _ = release_counts_file(src, tmp_path / "n.csv", invariant="groups:state", column="pop", epsilon=0.5,
+                                       ledger=None)
+    rel, dst, meta_path = release_file(src, tmp_path / "d.csv", invariant="groups:state", column="pop", epsilon=0.5,
+                                       scheduler=address, ledger=None)
+    # default: every column without numbers is copied; the numeric ones are listed as left out
+    got = pd.read_csv(dst, dtype=str)
+    assert list(got.columns) == pd.read_csv(tmp_path / "n.csv", nrows=0).columns.tolist() == ["name", "state", "pop"]
+    meta = json.loads(meta_path.read_text())
+    assert meta["not_copied"] == normal.layout.not_copied == ["block", "secret"]
+    assert got["name"].tolist() == df["name"].tolist()
+    # --id: that column (numbers allowed), with the group column
+    _, dst, _ = release_file(src, tmp_path / "i.csv", invariant="groups:state", column="pop", epsilon=0.5,
+                             id_column="block", scheduler=address, ledger=None)
+    got = pd.read_csv(dst)
+    assert list(got.columns) == ["block", "state", "pop"] and got["block"].tolist() == df["block"].tolist()
+    # duplicate and blank ids: the normal path's messages, naming the data rows
+    for change, kw in ((lambda d: d.assign(block=d["block"].where(d.index != 40, d["block"][17])),
+                        {"id_column": "block"}),
+                       (lambda d: d.assign(name=d["name"].where(d.index != 29, d["name"][5]), state="s0"), {}),
+                       (lambda d: d.assign(block=d["block"].astype(str).where(d.index != 33, "")),
+                        {"id_column": "block"})):
+        bad = tmp_path / "bad.csv"
+        change(df.copy()).to_csv(bad, index=False)
+        with pytest.raises(ReleaseFileError) as expected:
+            release_counts_file(bad, tmp_path / "x.csv", invariant="groups:state", column="pop", epsilon=0.5,
+                                ledger=None, **kw)
+        frame_kw = {"id_column": kw["id_column"]} if kw else {}
+        with pytest.raises(ReleaseFileError) as err:
+            release_file(bad, tmp_path / "y.csv", invariant="groups:state", column="pop", epsilon=0.5,
+                         scheduler=address, ledger=None, **frame_kw)
+        assert str(err.value) == str(expected.value)
+        assert "data row" in str(err.value)
+
+
+def test_encoding(client, tmp_path, capsys):
+    address = client.scheduler.address
+    src = tmp_path / "latin.csv"
+    src.write_bytes("name,state,pop\n".encode() + "".join(f"Saint-Jos\u00e9 {i},s{i % 2},{i}\n" for i in range(8))
+                    .encode("latin-1"))
+    assert _cli([src, tmp_path / "r.csv", "--invariant", "groups:state", "--epsilon", "1"], address) == 2
+    err = capsys.readouterr().err
+    assert "latin.csv: not valid UTF-8 text (a Latin-1 file? read it with --encoding latin-1" in err
+    assert err.count("\n") == 1
+    assert _cli([src, tmp_path / "r.csv", "--invariant", "groups:state", "--epsilon", "1", "--encoding", "latin-1"],
+                address) == 0
+    assert pd.read_csv(tmp_path / "r.csv")["name"].tolist() == [f"Saint-Jos\u00e9 {i}" for i in range(8)]
+    assert _cli([src, tmp_path / "q.csv", "--invariant", "groups:state", "--epsilon", "1", "--encoding", "klingon"],
+                address) == 2
+    assert "unknown text encoding 'klingon'" in capsys.readouterr().err

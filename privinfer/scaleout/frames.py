@@ -8,11 +8,12 @@ guarantee is the per-group mechanism's (:mod:`.guarantee`).
 
 Two passes over a Dask frame, neither of which moves rows between partitions:
 
-1. *survey* -- every partition checks its counts and groups (one-line errors naming the
-   column and the data row in the input's order, as ``privinfer release`` words them) and
-   counts its rows and sums its counts per group; the driver gathers these small tables and
-   computes each group's size :math:`k_g`, its published total, and for each partition the
-   offset of its first row of each group within the group (partitions in order).
+1. *survey* (:mod:`.survey`) -- every partition checks its counts and groups with the
+   command line's rules and words (:func:`privinfer.workflow.table_io.check_counts`: one-line
+   errors naming the data row in the input's order and the column, never a value) and counts
+   its rows and sums its counts per group; the driver gathers these small tables and computes
+   each group's size :math:`k_g`, its published total, and for each partition the offset of
+   its first row of each group within the group (partitions in order).
 2. *release* -- every partition draws, for each group it touches, the group's whole noise
    vector (same stream, same vector in every partition) and adds the slice of its own rows.
 
@@ -24,6 +25,21 @@ size.  A group spanning p partitions is drawn p times; for data sorted or cluste
 scattered groups the redrawn cells are reported in ``FrameRelease.redrawn_cells``; sort the
 data by group first if that is large.
 
+Privacy accounting
+------------------
+With a ``ledger`` (:class:`privinfer.workflow.ledger.Ledger` or a path), a frame release is
+accounted like every other release (:func:`privinfer.workflow.make_release`): between the two
+passes, the keyed fingerprint of the counts is computed -- the same value ``make_release``
+computes for the same counts in the same order, HMAC-SHA256 over their canonical int64
+encoding, fed one partition at a time in row order
+(:func:`~privinfer.workflow.ledger.fingerprint_blocks`, at most ``FINGERPRINT_WINDOW``
+partitions in memory) -- then, holding the ledger's lock, the release's guarantee is checked
+against the budget *before any noise is drawn* (a
+:class:`~privinfer.workflow.errors.BudgetExceededError` leaves the ledger unchanged), the
+release is made and the entry recorded; its id is ``FrameRelease.ledger_entry``.  A Dask
+release stays lazy, but its noise is fixed when it is made (the root entropy is drawn once),
+so computing the frame again publishes nothing new.
+
 The release is identical for any number of partitions and workers with the same seed: the
 noise of group g is a function of (seed, key of g, :math:`k_g`) laid on g's rows in input order.
 """
@@ -32,16 +48,22 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .checks import check_columns, counts_of, first_problem, raise_problem
+from ..workflow.errors import LedgerError
+from ..workflow.ledger import as_ledger
 from .groups import GroupMechanism, is_exact, release_block, sampler_method
 from .guarantee import frame_guarantee
 from .seeding import root_seed
+from .survey import block_counts, check_columns, raise_first_problem, survey_block
 
-__all__ = ["FrameRelease", "release_frame", "is_dask_frame"]
+__all__ = ["FrameRelease", "release_frame", "is_dask_frame", "FINGERPRINT_WINDOW"]
+
+#: Partitions computed together (and held by the driver) while the fingerprint is computed.
+FINGERPRINT_WINDOW = 4
 
 
 @dataclass(frozen=True)
@@ -58,6 +80,8 @@ class FrameRelease:
     sizes : cells per group (same index).
     sampler : how the groups' noise was drawn (methods, exact or not).
     redrawn_cells : cells drawn again because their group spans partitions (0 for pandas).
+    ledger_entry : the id of the release's entry in the privacy-loss ledger (``None``
+        without a ledger).
     """
 
     frame: object
@@ -70,6 +94,7 @@ class FrameRelease:
     sizes: pd.Series
     sampler: dict = field(default_factory=dict)
     redrawn_cells: int = 0
+    ledger_entry: str | None = None
 
 
 def is_dask_frame(frame) -> bool:
@@ -77,26 +102,9 @@ def is_dask_frame(frame) -> bool:
     return type(frame).__module__.split(".")[0] == "dask" and hasattr(frame, "to_delayed")
 
 
-def _survey(block: pd.DataFrame, value: str, group: str) -> dict:
-    """One partition's part of pass 1: its length, first bad row, and per-group counts and sums."""
-    problem = first_problem(block, value, group)
-    if problem is not None:
-        return {"n": len(block), "problem": problem}
-    x = counts_of(block, value)
-    codes, uniques = pd.factorize(block[group], sort=False)
-    sums = np.zeros(len(uniques), dtype=np.int64)
-    np.add.at(sums, codes, x)
-    return {"n": len(block), "problem": None,
-            "table": pd.DataFrame({"key": uniques, "count": np.bincount(codes, minlength=len(uniques)), "sum": sums})}
-
-
-def _plan(surveys: list[dict]):
+def _plan(surveys: list[dict], partition, value, group, source):
     """Raise the first problem (global row); else sizes, totals and per-partition plans."""
-    offset = 0
-    for s in surveys:
-        if s["problem"] is not None:
-            raise_problem(s["problem"], offset)
-        offset += s["n"]
+    raise_first_problem(surveys, partition, value, group, source)
     tables = [s["table"].assign(part=i) for i, s in enumerate(surveys)]
     table = pd.concat(tables, ignore_index=True)
     if table.empty:
@@ -124,7 +132,8 @@ def _result(gm, sizes, totals, frame, value, group, redrawn) -> tuple:
     return mechanisms, g, sampler
 
 
-def release_frame(frame, *, value: str, group: str, mechanism: str, seed=None, **mechanism_options) -> FrameRelease:
+def release_frame(frame, *, value: str, group: str, mechanism: str, seed=None, ledger=None, budget=None,
+                  budget_scope=None, source=None, output=None, **mechanism_options) -> FrameRelease:
     r"""Release the counts ``frame[value]`` group by group (groups: ``frame[group]``).
 
     Parameters
@@ -142,6 +151,13 @@ def release_frame(frame, *, value: str, group: str, mechanism: str, seed=None, *
     seed : an integer or ``SeedSequence``: group g's noise comes from
         ``SeedSequence(seed, spawn_key=hash(key_g))``, so the same seed gives the same release
         for any partitioning and any number of workers; ``None`` draws fresh OS entropy.
+    ledger : a :class:`~privinfer.workflow.ledger.Ledger` or the path of one, to account the
+        release in (module docstring, "Privacy accounting"); ``None``: not accounted.
+    budget, budget_scope : as in :func:`privinfer.workflow.make_release` (a typed guarantee
+        or text such as ``"epsilon=2"``; ``"input"`` or ``"ledger"``); checked before any
+        noise is drawn.  A budget needs a ledger.
+    source, output : names recorded in the ledger entry (e.g. the input and output file
+        names); ``source`` also prefixes the error messages, as a file name does.
 
     Returns
     -------
@@ -149,38 +165,79 @@ def release_frame(frame, *, value: str, group: str, mechanism: str, seed=None, *
     the released int64 counts and every other column, the index and the row order kept (for
     Dask also the partitions and divisions); ``guarantee`` is the per-group mechanism's (a
     typed guarantee of :mod:`privinfer.guarantees`, ``delta = 0`` only when every group was
-    drawn exactly).  A Dask input is surveyed (one computation, on the current Dask scheduler
-    or ``distributed`` client) and the release itself stays lazy.
+    drawn exactly); ``ledger_entry`` is the id of the ledger entry.  A Dask input is surveyed
+    (one computation, on the current Dask scheduler or ``distributed`` client; with a ledger
+    a second one computes the fingerprint) and the release itself stays lazy.
     """
     gm = GroupMechanism(mechanism, mechanism_options)
     root = root_seed(seed)
     if not (isinstance(frame, pd.DataFrame) or is_dask_frame(frame)):
         raise TypeError(f"frame must be a pandas or Dask DataFrame, not {type(frame).__name__}")
-    check_columns(frame.columns, value, group)
-    if isinstance(frame, pd.DataFrame):
-        sizes, totals, plans, redrawn = _plan([_survey(frame, value, group)])
-        mechanisms, g, sampler = _result(gm, sizes, totals, frame, value, group, redrawn)
-        out = release_block(frame, plans[0], mechanisms, root, value, group)
+    if budget is not None and ledger is None:
+        raise LedgerError("a budget needs a ledger to record the releases against it (ledger=PATH)")
+    source = None if source is None else str(source)
+    check_columns(frame.columns, value, group, source)
+    dask_input = not isinstance(frame, pd.DataFrame)
+    if dask_input:
+        import dask
+
+        columns = frame[[value, group]].to_delayed()
+        surveys = list(dask.compute(*[dask.delayed(survey_block, pure=True)(p, value, group) for p in columns]))
+        partition = lambda p: frame[value].get_partition(p).compute()  # noqa: E731 - error path only
     else:
-        out, sizes, totals, redrawn, g, sampler = _release_dask(frame, gm, root, value, group)
+        surveys = [survey_block(frame, value, group)]
+        partition = lambda p: frame[value]  # noqa: E731
+    sizes, totals, plans, redrawn = _plan(surveys, partition, value, group, source)
+    mechanisms, g, sampler = _result(gm, sizes, totals, frame, value, group, redrawn)
+
+    def draw():
+        if dask_input:
+            return _release_dask(frame, plans, mechanisms, root, value, group, sizes, redrawn)
+        return release_block(frame, plans[0], mechanisms, root, value, group)
+
+    entry_id = None
+    if ledger is None:
+        out = draw()
+    else:
+        book = as_ledger(ledger)
+        n = int(sizes.sum())
+        fingerprint = book.fingerprint_blocks(n, _count_blocks(frame, value))
+        with book.locked():
+            book.check(fingerprint, g, budget=budget, scope=budget_scope)  # before any noise is drawn
+            out = draw()
+            entry = book.record(fingerprint, g, mechanism={"name": gm.name, "parameters": dict(gm.options)},
+                                mechanism_spec=None, source=source,
+                                output=None if output is None else Path(output).name, cells=n, budget=budget,
+                                scope=budget_scope)
+            entry_id = entry.id
     return FrameRelease(out, value, group, gm.name, dict(gm.options), g,
-                        totals if gm.keeps_totals else None, sizes, sampler, redrawn)
+                        totals if gm.keeps_totals else None, sizes, sampler, redrawn, entry_id)
 
 
-def _release_dask(frame, gm, root, value, group):
+def _count_blocks(frame, value):
+    """The counts as int64 blocks in row order: the whole column of a pandas frame, or the
+    partitions of a Dask frame, computed ``FINGERPRINT_WINDOW`` at a time."""
+    if isinstance(frame, pd.DataFrame):
+        yield block_counts(frame, value)
+        return
+    import dask
+
+    parts = frame[[value]].to_delayed()
+    for i in range(0, len(parts), FINGERPRINT_WINDOW):
+        yield from dask.compute(*[dask.delayed(block_counts, pure=True)(p, value)
+                                  for p in parts[i:i + FINGERPRINT_WINDOW]])
+
+
+def _release_dask(frame, plans, mechanisms, root, value, group, sizes, redrawn):
     import dask
     import dask.dataframe as dd
     from dask.dataframe.utils import make_meta
 
-    columns = frame[[value, group]].to_delayed()
-    surveys = dask.compute(*[dask.delayed(_survey, pure=True)(p, value, group) for p in columns])
-    sizes, totals, plans, redrawn = _plan(list(surveys))
-    mechanisms, g, sampler = _result(gm, sizes, totals, frame, value, group, redrawn)
     n = int(sizes.sum())
     if redrawn > n:
         warnings.warn(f"groups are scattered over the partitions: the noise of {n + redrawn} cells is drawn for "
                       f"{n} cells ({redrawn} drawn again by other partitions of their group); sorting the data by "
-                      "group avoids that work", UserWarning, stacklevel=3)
+                      "group avoids that work", UserWarning, stacklevel=4)
     parts = frame.to_delayed()
     blocks = []
     for part, plan in zip(parts, plans):
@@ -188,5 +245,4 @@ def _release_dask(frame, gm, root, value, group):
         blocks.append(dask.delayed(release_block, pure=False)(part, plan, mine, root, value, group))
     meta = make_meta(frame).copy()
     meta[value] = meta[value].astype(np.int64)
-    out = dd.from_delayed(blocks, meta=meta, divisions=frame.divisions, verify_meta=False)
-    return out, sizes, totals, redrawn, g, sampler
+    return dd.from_delayed(blocks, meta=meta, divisions=frame.divisions, verify_meta=False)

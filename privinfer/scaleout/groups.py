@@ -23,8 +23,8 @@ import pandas as pd
 
 from .. import invariants
 from ..mechanisms import build, cli_info
-from .checks import counts_of
 from .seeding import group_generator
+from .survey import block_counts
 
 __all__ = ["FRAME_MECHANISMS", "GroupMechanism", "group_noise", "release_block", "sampler_method", "is_exact"]
 
@@ -85,7 +85,7 @@ def release_block(block: pd.DataFrame, plan: Mapping, mechanisms: Mapping, root,
     """Release the rows of ``block`` (checked counts): ``plan[key] = (k, offset)`` gives each
     group's size and the position of the block's first row of it within the group; the other
     columns, the index and the row order are kept, the count column becomes int64."""
-    x = counts_of(block, value)
+    x = block_counts(block, value)
     codes, uniques = pd.factorize(block[group], sort=False)
     counts = np.bincount(codes, minlength=len(uniques))
     order = np.argsort(codes, kind="stable")

@@ -51,7 +51,8 @@ from .. import invariants as I
 from ..invariants import Invariant
 from .atomic import write_files
 from .errors import OutputExistsError, ReleaseFileError
-from .table_io import PARQUET_SUFFIXES, RawTable, holds_numbers, list_names, parse_counts, quote_name, read_table
+from .table_io import (PARQUET_SUFFIXES, RawTable, blank_text, first_blank, holds_numbers, list_names, parse_counts,
+                       quote_name, read_table)
 
 __all__ = [
     "ReleaseFileError",
@@ -71,6 +72,8 @@ __all__ = [
     "read_metadata",
     "jsonable",
     "check_release_path",
+    "duplicate_ids",
+    "DEFAULT_IDS_HINT",
 ]
 
 #: Format tag of the metadata sidecar.
@@ -233,10 +236,20 @@ def _first_appearance(labels) -> list[str]:
 def _labels(table: RawTable, j: int, what: str) -> list[str]:
     """Column ``j`` as labels that may not be blank (``what`` says what each labels)."""
     cells = table.column(j)
-    for i, c in enumerate(cells):
-        if not c:
-            raise ReleaseFileError(f"{table.where(i, j)} is blank (every cell needs {what})")
+    i = first_blank(cells)
+    if i is not None:
+        raise ReleaseFileError(table.where(i, j) + blank_text(what))
     return cells
+
+
+#: Said when the default identifying columns (every column without numbers) repeat a row's labels.
+DEFAULT_IDS_HINT = " (name an id column with --id, or the columns to copy with --keep)"
+
+
+def duplicate_ids(name: str | None, first_row: int, row: int, columns, hint: str = "") -> str:
+    """The message for data rows ``first_row`` and ``row`` sharing their id in ``columns``."""
+    return (f"{name + ': ' if name else ''}data rows {int(first_row)} and {int(row)} have the same id in column(s) "
+            f"{list_names(columns)}; ids must be unique{hint}")
 
 
 def _check_unique(table: RawTable, cols: list[int], hint: str) -> None:
@@ -246,10 +259,8 @@ def _check_unique(table: RawTable, cols: list[int], hint: str) -> None:
     for i, key in enumerate(zip(*columns)):
         k = first.setdefault(key, i)
         if k != i:
-            names = list_names(table.header[j] for j in cols)
-            raise ReleaseFileError(
-                f"{table.name}: data rows {int(table.row_numbers[k])} and {int(table.row_numbers[i])} have the "
-                f"same id in column(s) {names}; ids must be unique{hint}")
+            raise ReleaseFileError(duplicate_ids(table.name, table.row_numbers[k], table.row_numbers[i],
+                                                 [table.header[j] for j in cols], hint))
 
 
 def read_counts(path, spec: InvariantSpec, value_column: str | None = None, *, integer: bool,
@@ -316,7 +327,7 @@ def read_counts(path, spec: InvariantSpec, value_column: str | None = None, *, i
         _labels(table, idj, "an id")
         _check_unique(table, [idj], "")
     if extra:
-        _check_unique(table, lj, " (name an id column with --id, or the columns to copy with --keep)")
+        _check_unique(table, lj, DEFAULT_IDS_HINT)
     vals = parse_counts(table, vj, integer=integer, nonnegative=nonnegative)
     label_rows = table.cells[:, lj].tolist() if lj else [[] for _ in range(table.n_rows)]
     layout = Layout(spec, [vcol], out_labels + [vcol], label_rows, not_copied=not_copied)

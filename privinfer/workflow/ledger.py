@@ -11,7 +11,9 @@ keeps one by default beside its outputs, ``--ledger PATH``) adds a :class:`Ledge
   recompute a fingerprint or check a guessed input against one.  The canonical encoding is a
   header (format, type, number of cells) followed by the counts in cell order as
   little-endian int64 when every count is an integer -- so the same counts read as integers
-  or as floats match -- and as float64 otherwise.
+  or as floats match -- and as float64 otherwise.  :func:`fingerprint_blocks` computes the
+  same value from the counts in consecutive blocks (the partitions of a large input, in row
+  order), holding one block at a time.
 * ``mechanism`` (name and options), ``mechanism_spec`` (:meth:`Mechanism.spec`, ``None`` when
   the mechanism cannot state one) and ``guarantee`` (kind, definition, parameters, relation,
   reference).
@@ -73,7 +75,8 @@ except ImportError:  # pragma: no cover - platforms without flock
     _fcntl = None
 
 __all__ = ["Ledger", "LedgerEntry", "parse_budget", "budget_text", "loss_against", "within_budget",
-           "fingerprint_counts", "canonical_counts", "as_ledger", "LEDGER_FORMAT", "DEFAULT_LEDGER_NAME", "SCOPES"]
+           "fingerprint_counts", "canonical_counts", "canonical_header", "fingerprint_blocks", "as_ledger",
+           "LEDGER_FORMAT", "DEFAULT_LEDGER_NAME", "SCOPES"]
 
 #: Format tag of the ledger file.
 LEDGER_FORMAT = "privinfer-ledger/1"
@@ -201,15 +204,45 @@ def canonical_counts(x) -> bytes:
     as_float = flat.astype(float)
     if flat.dtype.kind in "biu" or (np.all(np.isfinite(as_float)) and np.all(as_float == np.round(as_float))
                                      and np.all(np.abs(as_float) < 2.0**63)):
-        body, kind = np.ascontiguousarray(flat.astype("<i8")).tobytes(), b"int64"
+        body, kind = np.ascontiguousarray(flat.astype("<i8")).tobytes(), "int64"
     else:
-        body, kind = np.ascontiguousarray((as_float + 0.0).astype("<f8")).tobytes(), b"float64"
-    return b"privinfer-counts/1\n" + kind + b"\n" + str(flat.size).encode() + b"\n" + body
+        body, kind = np.ascontiguousarray((as_float + 0.0).astype("<f8")).tobytes(), "float64"
+    return canonical_header(kind, flat.size) + body
+
+
+def canonical_header(kind: str, n: int) -> bytes:
+    """The header of the canonical encoding of ``n`` counts stored as ``kind`` (``"int64"`` or
+    ``"float64"``)."""
+    if kind not in ("int64", "float64"):
+        raise ValueError("kind must be 'int64' or 'float64'")
+    return b"privinfer-counts/1\n" + kind.encode() + b"\n" + str(int(n)).encode() + b"\n"
 
 
 def fingerprint_counts(key: bytes, x) -> str:
     """``"hmac-sha256:" + HMAC-SHA256(key, canonical encoding of x)`` in hex."""
     return "hmac-sha256:" + hmac.new(key, canonical_counts(x), hashlib.sha256).hexdigest()
+
+
+def fingerprint_blocks(key: bytes, n: int, blocks) -> str:
+    """:func:`fingerprint_counts` of ``n`` integer counts given as consecutive ``blocks`` (an
+    iterable of integer arrays, in cell order), fed to the HMAC one block at a time.
+
+    The value equals ``fingerprint_counts(key, concatenated blocks)``: integer counts are
+    encoded as int64.  Raises ``TypeError`` for a block that is not of an integer type and
+    ``ValueError`` when the blocks do not hold ``n`` counts together."""
+    mac = hmac.new(key, canonical_header("int64", n), hashlib.sha256)
+    seen = 0
+    for block in blocks:
+        b = np.asarray(block).reshape(-1)
+        if b.dtype.kind not in "iu":
+            raise TypeError("fingerprint_blocks takes integer counts")
+        if b.dtype.kind == "u" and b.size and int(b.max()) > 2**63 - 1:
+            raise ValueError("counts beyond int64 have no canonical encoding")
+        mac.update(np.ascontiguousarray(b.astype("<i8")).tobytes())
+        seen += b.size
+    if seen != int(n):
+        raise ValueError(f"the blocks hold {seen} counts, not {int(n)}")
+    return "hmac-sha256:" + mac.hexdigest()
 
 
 def _key_check(key: bytes) -> str:
@@ -349,6 +382,11 @@ class Ledger:
     def fingerprint(self, x) -> str:
         """The keyed fingerprint of the counts ``x`` (creates the key on first use)."""
         return fingerprint_counts(self._key(create=True), x)
+
+    def fingerprint_blocks(self, n: int, blocks) -> str:
+        """The keyed fingerprint of ``n`` integer counts given in consecutive blocks (equal to
+        :meth:`fingerprint` of the whole vector; :func:`fingerprint_blocks`)."""
+        return fingerprint_blocks(self._key(create=True), n, blocks)
 
     @contextlib.contextmanager
     def locked(self):

@@ -4,7 +4,9 @@
 text.  pandas reads them -- CSV with its Python parser, which tells a missing field from an
 empty one and reports malformed rows; Parquet (recognized by its magic bytes) through
 pyarrow, which the ``scale`` extra installs.  :func:`parse_counts` turns one column of text
-into numbers.  Every problem raises a :class:`~privinfer.workflow.errors.ReleaseFileError`
+into numbers with the rules of :func:`check_counts`, which also checks a typed column (a
+pandas partition of a larger input, whose rows are named by their global row numbers; see
+:mod:`privinfer.scaleout`) the same way.  Every problem raises a :class:`~privinfer.workflow.errors.ReleaseFileError`
 naming the file, the data row and the column, never the value in the cell (it may be
 confidential).
 
@@ -37,7 +39,7 @@ import io
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +47,8 @@ import numpy as np
 from .errors import ReleaseFileError
 
 __all__ = ["RawTable", "read_table", "parse_counts", "holds_numbers", "quote_name", "list_names", "MAX_COUNT",
-           "PARQUET_SUFFIXES"]
+           "PARQUET_SUFFIXES", "CountCheck", "check_counts", "cell_text", "first_blank", "blank_text", "cell_where",
+           "missing_column", "text_encoding", "undecodable_text"]
 
 #: Largest magnitude of a count, and of the sum of the magnitudes of all counts (module docstring).
 MAX_COUNT = 2**52
@@ -97,8 +100,7 @@ class RawTable:
         try:
             return positions[column]
         except KeyError:
-            raise ReleaseFileError(f"{self.name}: {what + ' ' if what else ''}column {quote_name(column)} not found "
-                                   f"(columns: {list_names(self.header)})") from None
+            raise ReleaseFileError(missing_column(self.name, column, self.header, what)) from None
 
     def column(self, j: int) -> list[str]:
         """The cells of column ``j`` (text)."""
@@ -106,7 +108,19 @@ class RawTable:
 
     def where(self, i: int, j: int) -> str:
         """``"FILE: data row K, column 'C'"`` for cell ``(i, j)``."""
-        return f"{self.name}: data row {int(self.row_numbers[i])}, column {quote_name(self.header[j])}"
+        return cell_where(self.name, int(self.row_numbers[i]), self.header[j])
+
+
+def missing_column(name: str | None, column, header, what: str = "") -> str:
+    """``"FILE: count column 'C' not found (columns: ...)"`` (no file name: no prefix)."""
+    return (f"{name + ': ' if name else ''}{what + ' ' if what else ''}column {quote_name(column)} not found "
+            f"(columns: {list_names(header)})")
+
+
+def cell_where(name: str | None, row: int, column) -> str:
+    """``"FILE: data row K, column 'C'"`` (``"data row K, column 'C'"`` without a file name):
+    how every message names a cell."""
+    return f"{name + ': ' if name else ''}data row {int(row)}, column {quote_name(column)}"
 
 
 # =============================================================================================
@@ -130,13 +144,24 @@ def read_table(path, *, encoding: str = "utf-8") -> RawTable:
     return _table(name, header, rows)
 
 
-def _csv_rows(data: bytes, name: str, encoding: str):
+def text_encoding(encoding: str) -> str:
+    """The codec that reads CSV text in ``encoding`` (UTF-8 with or without a byte-order
+    mark for ``utf-8``); a one-line error for an unknown encoding."""
     try:
         enc = codecs.lookup(encoding).name
     except LookupError:
         raise ReleaseFileError(f"unknown text encoding {quote_name(encoding)}") from None
-    if enc == "utf-8":
-        enc = "utf-8-sig"
+    return "utf-8-sig" if enc == "utf-8" else enc
+
+
+def undecodable_text(encoding: str) -> str:
+    """What is wrong with bytes that do not decode in ``encoding`` (with the fix for UTF-8)."""
+    return ("not valid UTF-8 text (a Latin-1 file? read it with --encoding latin-1 or save it as UTF-8)"
+            if codecs.lookup(encoding).name == "utf-8" else f"not valid {encoding} text")
+
+
+def _csv_rows(data: bytes, name: str, encoding: str):
+    enc = text_encoding(encoding)
     try:
         text, undecoded = data.decode(enc), False
     except UnicodeDecodeError:
@@ -180,8 +205,7 @@ def _csv_problem(message: str) -> str:
 
 def _name_bad_text(rows, name: str, encoding: str):
     """Name the first cell holding bytes that are not text in ``encoding``, or a NUL byte."""
-    hint = ("not valid UTF-8 text (a Latin-1 file? read it with --encoding latin-1 or save it as UTF-8)"
-            if codecs.lookup(encoding).name == "utf-8" else f"not valid {encoding} text")
+    hint = undecodable_text(encoding)
     for i, row in enumerate(rows):
         for j, cell in enumerate(row):
             if cell is None:
@@ -216,13 +240,15 @@ def _parquet_rows(data: bytes, name: str):
     header = [str(c) for c in frame.columns]
     rows = np.empty(frame.shape, dtype=object)
     for j in range(frame.shape[1]):
-        rows[:, j] = _parquet_text(frame.iloc[:, j])
+        rows[:, j] = cell_text(frame.iloc[:, j])
     return header, rows
 
 
-def _parquet_text(series) -> list[str]:
-    """A Parquet column as text: integers exactly, floats by ``repr`` (so NaN and inf stay
-    recognizable as such), missing values blank, bytes decoded as UTF-8."""
+def cell_text(series) -> list[str]:
+    """A typed column (Parquet, or any pandas Series) as the text of its cells: integers
+    exactly, floats by ``repr`` (so NaN and inf stay recognizable as such), missing values
+    blank, bytes decoded as UTF-8.  :func:`check_counts` and :func:`first_blank` read a typed
+    column as if it were this text."""
     import pandas as pd
 
     numeric = series.dtype.kind in "biufc"
@@ -286,68 +312,224 @@ def _stripped(c) -> str:
 # =============================================================================================
 # numbers
 # =============================================================================================
+#: What is wrong with a count, in the order the rules are applied to one cell (code -> message tail).
+_TAILS = {
+    1: " is blank",
+    2: " is too large (beyond 64-bit integers)",
+    3: " is not an integer count (the mechanism releases integer counts)",
+    4: " is too large (not a finite double)",
+    5: " is not a finite number",
+    6: " is not a number",
+    7: " is a negative count",
+    8: " is too large (counts are limited to 2^52 in magnitude)",
+}
+_SUM_TAIL = ": the counts up to this row add up to more than 2^52 (sums must stay exact in double precision)"
+_INT64_MAX = 2**63 - 1
+
+
 def holds_numbers(cells) -> bool:
-    """Whether any cell reads as a number (such a column may hold confidential counts)."""
-    return any(_NUMBER.fullmatch(c) or _NONFINITE.fullmatch(c) for c in cells)
+    """Whether any cell reads as a number (such a column may hold confidential counts).
+    ``cells``: text, or a typed pandas Series read as :func:`cell_text` would write it."""
+    import pandas as pd
+
+    if isinstance(cells, pd.Series) and _numeric(cells):
+        return len(cells) > 0
+    return any(_NUMBER.fullmatch(c) or _NONFINITE.fullmatch(c) for c in _text(cells))
+
+
+def blank_text(what: str) -> str:
+    """The message tail of a blank label cell (``what``: what every cell needs, e.g. ``a group``)."""
+    return f" is blank (every cell needs {what})"
+
+
+def first_blank(cells) -> int | None:
+    """Position of the first blank cell (empty or whitespace text, missing value), or ``None``."""
+    import pandas as pd
+
+    if isinstance(cells, pd.Series) and _numeric(cells):
+        return None
+    hit = np.flatnonzero(np.fromiter((not c for c in _text(cells)), dtype=bool, count=len(cells)))
+    return int(hit[0]) if hit.size else None
+
+
+@dataclass(frozen=True)
+class CountCheck:
+    """The result of :func:`check_counts`.
+
+    values : the counts (``int64`` for integer counts, else ``float64``); meaningful up to the
+        first problem (entries from there on are unspecified).
+    problem : ``(position, message tail)`` of the first problem, or ``None``; the message is
+        ``where + tail`` with ``where`` naming the cell (:func:`cell_where`).
+    magnitude : ``total_before`` plus the magnitudes of the counts before the first problem
+        (of every count when there is none).
+    """
+
+    values: np.ndarray
+    problem: tuple[int, str] | None
+    magnitude: int | float
+
+    def raise_problem(self, where) -> None:
+        """Raise the :class:`ReleaseFileError` of the problem, if any; ``where(i)`` names cell ``i``."""
+        if self.problem is not None:
+            i, tail = self.problem
+            raise ReleaseFileError(where(i) + tail)
+
+
+def check_counts(cells, *, integer: bool, nonnegative: bool, limit: bool = True,
+                 total_before: int | float = 0) -> CountCheck:
+    """Read one column of counts and find its first problem, without raising (vectorized).
+
+    ``cells`` is text (a list or object array of strings, as :func:`read_table` holds them;
+    stripped here) or a typed pandas Series (a Parquet column, a frame's column), which reads
+    as its :func:`cell_text`.  The rules, applied to each cell in this order: blank; not a
+    number (``NaN``, ``inf`` and text such as ``1_000`` included); beyond 64-bit; not an
+    integer for ``integer`` (decimal notation such as ``1e3`` or ``12.0`` is accepted when it
+    denotes an integer); negative when ``nonnegative``; and with ``limit`` the
+    :data:`MAX_COUNT` bounds on each count and on ``total_before`` plus the magnitudes of the
+    counts up to it.  The first cell breaking a rule is the problem.  :func:`parse_counts`
+    raises it for a file; a partitioned reader passes each part's ``total_before`` and names
+    the cell with its global row number.
+    """
+    import pandas as pd
+
+    s = cells if isinstance(cells, pd.Series) else pd.Series(
+        cells if isinstance(cells, np.ndarray) and cells.dtype.kind in "iuf" else list(cells),
+        dtype=None if isinstance(cells, np.ndarray) and cells.dtype.kind in "iuf" else object)
+    if _numeric(s):
+        arr = s.to_numpy()
+        values, codes = _from_floats(arr.astype(np.float64), integer) if arr.dtype.kind == "f" else \
+            _from_integers(arr, integer)
+    else:
+        values, codes = _from_text(_text(s), integer)
+    if nonnegative:
+        codes[(codes == 0) & (values < 0)] = 7
+    if limit:
+        codes[(codes == 0) & (np.abs(values) > MAX_COUNT)] = 8
+    bad = np.flatnonzero(codes)
+    stop = int(bad[0]) if bad.size else len(codes)
+    mags = np.abs(values[:stop])
+    problem = (stop, _TAILS[int(codes[stop])]) if stop < len(codes) else None
+    if integer:
+        if limit:  # every magnitude <= 2^52: the running sum is exact until it first passes MAX_COUNT
+            run = np.cumsum(mags, dtype=np.int64)
+            over = np.flatnonzero(run > MAX_COUNT - total_before)
+            if over.size:
+                return CountCheck(values, (int(over[0]), _SUM_TAIL), total_before + int(run[over[0]]))
+            return CountCheck(values, problem, total_before + (int(run[-1]) if stop else 0))
+        return CountCheck(values, problem, total_before + int(mags.astype(object).sum()))
+    run = np.cumsum(np.concatenate([[float(total_before)], mags]))[1:]  # sequential, as a loop adds
+    if limit:
+        over = np.flatnonzero(run > MAX_COUNT)
+        if over.size:
+            return CountCheck(values, (int(over[0]), _SUM_TAIL), float(run[over[0]]))
+    return CountCheck(values, problem, float(run[-1]) if stop else float(total_before))
 
 
 def parse_counts(table: RawTable, j: int, *, integer: bool, nonnegative: bool, limit: bool = True,
                  total_before: int | float = 0) -> np.ndarray:
-    """Column ``j`` of ``table`` as numbers: ``int64`` when ``integer`` (exact; decimal
-    notation such as ``1e3`` or ``12.0`` is accepted when it denotes an integer), else
-    ``float64``.  ``nonnegative`` rejects negative values (counts); ``limit`` applies the
-    :data:`MAX_COUNT` bounds (module docstring), counting ``total_before`` (the magnitudes of
-    the counts in columns read before) into the sum.  Messages name the data row and the column."""
-    cells = table.column(j)
-    out = np.empty(len(cells), dtype=np.int64 if integer else float)
-    total: int | float = total_before
-    for i, s in enumerate(cells):
-        v = _number(s, table, i, j, integer)
-        if nonnegative and v < 0:
-            raise ReleaseFileError(f"{table.where(i, j)} is a negative count")
-        if limit:
-            if abs(v) > MAX_COUNT:
-                raise ReleaseFileError(f"{table.where(i, j)} is too large (counts are limited to 2^52 in magnitude)")
-            total += abs(v)
-            if total > MAX_COUNT:
-                raise ReleaseFileError(f"{table.where(i, j)}: the counts up to this row add up to more than 2^52 "
-                                       "(sums must stay exact in double precision)")
-        out[i] = v
-    return out
+    """Column ``j`` of ``table`` as numbers: ``int64`` when ``integer`` (exact), else
+    ``float64``; the rules of :func:`check_counts`, whose first problem is raised as a
+    :class:`ReleaseFileError` naming the data row and the column."""
+    check = check_counts(table.cells[:, j], integer=integer, nonnegative=nonnegative, limit=limit,
+                         total_before=total_before)
+    check.raise_problem(lambda i: table.where(i, j))
+    return check.values
 
 
-def _number(s: str, table: RawTable, i: int, j: int, integer: bool):
+def _numeric(s) -> bool:
+    """A Series of plain NumPy integers or floats (not booleans, not nullable extension types)."""
+    return isinstance(s.dtype, np.dtype) and s.dtype.kind in "iuf"
+
+
+def _text(cells) -> np.ndarray:
+    """Cells as stripped text (object array); typed or missing values as :func:`cell_text`."""
+    import pandas as pd
+
+    if isinstance(cells, pd.Series):
+        if isinstance(cells.dtype, pd.StringDtype):
+            arr = cells.astype(object).where(cells.notna(), "").to_numpy(dtype=object)
+        elif cells.dtype == object and pd.api.types.infer_dtype(cells, skipna=False) == "string":
+            arr = cells.to_numpy(dtype=object)
+        else:
+            arr = np.array(cell_text(cells) + [None], dtype=object)[:-1]
+    else:
+        arr = np.array(list(cells) + [None], dtype=object)[:-1]
+        if not all(isinstance(c, str) for c in arr):
+            arr = np.array(cell_text(pd.Series(arr, dtype=object)) + [None], dtype=object)[:-1]
+    return np.frompyfunc(str.strip, 1, 1)(arr) if arr.size else arr
+
+
+def _matches(regex, cells) -> np.ndarray:
+    return np.fromiter((regex.fullmatch(c) is not None for c in cells), dtype=bool, count=len(cells))
+
+
+def _from_text(t: np.ndarray, integer: bool):
+    n = len(t)
+    values = np.zeros(n, dtype=np.int64 if integer else float)
+    codes = np.zeros(n, dtype=np.int8)
+    isint = _matches(_INTEGER, t)
+    idx = np.flatnonzero(isint)
+    if idx.size:
+        lens = np.fromiter((len(c) for c in t[idx]), dtype=np.int64, count=idx.size)
+        short = idx[lens <= 18]  # at most 18 digits: below 10^18 < 2^63
+        values[short] = np.fromiter(map(int, t[short]), dtype=np.int64, count=short.size)
+        for i in idx[lens > 18]:
+            v = int(t[i])
+            if abs(v) > _INT64_MAX:
+                codes[i] = 2
+            else:
+                values[i] = v
+    for i in np.flatnonzero(~isint):
+        codes[i], values[i] = _number_code(t[i], integer)
+    return values, codes
+
+
+def _number_code(s: str, integer: bool):
+    """``(code, value)`` of a cell that is not plain integer text (code 0: fine)."""
     if not s:
-        raise ReleaseFileError(f"{table.where(i, j)} is blank")
-    if _INTEGER.fullmatch(s):
-        v = int(s)
-        if abs(v) > 2**63 - 1:
-            raise ReleaseFileError(f"{table.where(i, j)} is too large (beyond 64-bit integers)")
-        return v if integer else float(v)
+        return 1, 0
     if _NUMBER.fullmatch(s):
         if integer:
-            try:
-                d = Decimal(s)
-            except InvalidOperation:  # pragma: no cover - the pattern only lets numbers through
-                raise ReleaseFileError(f"{table.where(i, j)} is not a number") from None
+            d = Decimal(s)  # the pattern only lets numbers through
             if d.is_zero():
-                return 0
+                return 0, 0
             if abs(d.adjusted()) > 30:
-                raise ReleaseFileError(f"{table.where(i, j)} is too large (beyond 64-bit integers)"
-                                       if d.adjusted() > 0 else
-                                       f"{table.where(i, j)} is not an integer count "
-                                       "(the mechanism releases integer counts)")
+                return (2, 0) if d.adjusted() > 0 else (3, 0)
             if d != d.to_integral_value():
-                raise ReleaseFileError(f"{table.where(i, j)} is not an integer count "
-                                       "(the mechanism releases integer counts)")
+                return 3, 0
             v = int(d)
-            if abs(v) > 2**63 - 1:
-                raise ReleaseFileError(f"{table.where(i, j)} is too large (beyond 64-bit integers)")
-            return v
+            return (2, 0) if abs(v) > _INT64_MAX else (0, v)
         v = float(s)
-        if not math.isfinite(v):
-            raise ReleaseFileError(f"{table.where(i, j)} is too large (not a finite double)")
-        return v
+        return (0, v) if math.isfinite(v) else (4, 0.0)
     if _NONFINITE.fullmatch(s):
-        raise ReleaseFileError(f"{table.where(i, j)} is not a finite number")
-    raise ReleaseFileError(f"{table.where(i, j)} is not a number")
+        return 5, 0
+    return 6, 0
+
+
+def _from_integers(arr: np.ndarray, integer: bool):
+    codes = np.zeros(arr.size, dtype=np.int8)
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8:
+        beyond = arr > np.uint64(_INT64_MAX)
+    else:
+        beyond = arr.astype(np.int64) == np.iinfo(np.int64).min
+    codes[beyond] = 2
+    values = np.where(beyond, 0, arr).astype(np.int64)
+    return (values if integer else values.astype(float)), codes
+
+
+def _from_floats(v: np.ndarray, integer: bool):
+    """A float column read as the ``repr`` of each value (:func:`cell_text`)."""
+    codes = np.zeros(v.size, dtype=np.int8)
+    finite = np.isfinite(v)
+    codes[~finite] = 5  # 'nan', 'inf', '-inf'
+    if not integer:
+        return np.where(finite, v, 0.0), codes
+    w = np.where(finite, v, 0.0)
+    codes[finite & (w != np.trunc(w))] = 3
+    codes[finite & (np.abs(w) >= 2.0**63)] = 2
+    values = np.where(codes == 0, w, 0.0)
+    big = np.flatnonzero((codes == 0) & (np.abs(values) > 2.0**53))
+    out = values.astype(np.int64)
+    for i in big:  # integers beyond 2^53 read from their repr, as the text of the cell says
+        out[i] = int(Decimal(repr(float(values[i]))))
+    return out, codes
