@@ -303,15 +303,20 @@ def label_cells(idata, release: Release):
     for group in idata.groups():
         ds = idata[group]
         if CELL_DIM in ds.dims:
-            continue
-        targets = [v for v in ("x", "y") if v in ds.data_vars and ds[v].dims
-                   and ds[v].dims[-1] == f"{v}_dim_0" and ds.sizes[f"{v}_dim_0"] == release.n]
-        if not targets:
-            continue
-        renamed = {v: ds[v].drop_vars(f"{v}_dim_0", errors="ignore").rename({f"{v}_dim_0": CELL_DIM})
-                   for v in targets}
-        ds = ds.drop_vars(targets + [f"{v}_dim_0" for v in targets if f"{v}_dim_0" in ds.coords]).assign(renamed)
-        coords = {CELL_DIM: index}
+            # the model named the cell dimension itself (with the release's labels): add the
+            # id columns as coordinates along it
+            if ds.sizes[CELL_DIM] != release.n:
+                continue
+            coords = {}
+        else:
+            targets = [v for v in ("x", "y") if v in ds.data_vars and ds[v].dims
+                       and ds[v].dims[-1] == f"{v}_dim_0" and ds.sizes[f"{v}_dim_0"] == release.n]
+            if not targets:
+                continue
+            renamed = {v: ds[v].drop_vars(f"{v}_dim_0", errors="ignore").rename({f"{v}_dim_0": CELL_DIM})
+                       for v in targets}
+            ds = ds.drop_vars(targets + [f"{v}_dim_0" for v in targets if f"{v}_dim_0" in ds.coords]).assign(renamed)
+            coords = {CELL_DIM: index}
         for j, name in enumerate(names):
             key = name if name not in ds.variables and name not in ds.dims and name != CELL_DIM else f"id_{name}"
             if key in ds.variables or key in ds.dims or key in coords:
