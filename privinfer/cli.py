@@ -236,7 +236,7 @@ def cmd_release(args) -> int:
 
         return command_release(args)
     from .workflow.codec import PARAMETERS
-    from .workflow.ledger import Ledger, budget_text
+    from .workflow.ledger import entry_report
     from .workflow.release import release_counts_file
     from .workflow.table_io import list_names
 
@@ -248,9 +248,7 @@ def cmd_release(args) -> int:
     print(f"released {rel.n} cells with {args.mechanism}; invariant: {rel.invariant_text}"
           + (f" ({rel.invariant.m} published totals kept exactly)" if rel.invariant is not None else ""))
     g = rel.guarantee
-    print(f"guarantee: {g.definition} "
-          + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                      for k, v in g.parameters.items() if v is not None))
+    print(f"guarantee: {g.definition} {g.parameter_text()}")
     names, _ = rel.cell_ids()
     print("cells identified by: " + list_names(names))
     if rel.layout is not None and rel.layout.not_copied:
@@ -259,13 +257,7 @@ def cmd_release(args) -> int:
     if not rel.transparent:
         print("note: this baseline is not transparent (its noise law depends on the data): "
               "'privinfer fit' cannot use it")
-    book = Ledger(args.ledger) if args.ledger is not None else Ledger.beside(dst)
-    (entry,) = [e for e in book.entries() if e.id == rel.ledger_entry]
-    loss = book.spent(entry.fingerprint)
-    budget, _ = book.budget()
-    print(f"ledger: entry {entry.id} in {book.path}"
-          + (f"; privacy loss so far {budget_text(loss)} of the budget {budget_text(budget)}" if budget is not None
-             else f"; {len(book.entries(entry.fingerprint))} release(s) of this input, no budget set (--budget)"))
+    print(entry_report(args.ledger, dst, rel.ledger_entry))
     print(f"wrote {dst} and {meta_path}")
     return 0
 

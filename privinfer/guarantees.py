@@ -77,6 +77,11 @@ class Guarantee:
     def __getitem__(self, key):
         return self.parameters[key]
 
+    def parameter_text(self) -> str:
+        """``"epsilon=0.5, delta=0"``: the parameters that are set, as one line."""
+        return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                         for k, v in self.parameters.items() if v is not None)
+
     def __str__(self) -> str:  # pragma: no cover - cosmetic
         ps = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.parameters.items())
         s = f"{self.definition} ({ps})"

@@ -26,7 +26,7 @@ from privinfer.models import (
 from privinfer.models.contingency import multinomial_gaussian_logp
 from privinfer.models.spatiotemporal import harmonic_basis
 from privinfer.pymc import lattice_latent, lattice_steps, observe
-from privinfer.pymc import LatticeGibbs, LatticeMetropolis
+from privinfer.pymc import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from posterior_helpers import empirical_tv, marginal_tv_tolerance  # noqa: E402
@@ -64,7 +64,9 @@ def test_lattice_steps_one_step_per_lattice_latent():
         observe("ya", DoubleGeometric(3, scale=1.0), a, observed=np.array([1, 2, 3]))
         observe("yb", DoubleGeometric(2, scale=1.0), b, observed=np.array([2, 2]))
     steps = lattice_steps(model)
-    assert [type(s) for s in steps] == [LatticeMetropolis, LatticeMetropolis]
+    assert [type(s) for s in steps] == [LatticeBlockGibbs, LatticeBlockGibbs]  # the default: as pm.sample() picks
+    assert all(s.uses_blocks for s in steps)  # totals, separable posteriors
+    assert [type(s) for s in lattice_steps(model, step_class=LatticeMetropolis)] == [LatticeMetropolis] * 2
     assert [s.vars[0].name for s in steps] == ["a", "b"]
     gibbs = lattice_steps(model, step_class=LatticeGibbs, max_support=64)
     assert all(isinstance(s, LatticeGibbs) for s in gibbs)

@@ -333,7 +333,7 @@ def command_release(args, echo=print) -> int:
     """``privinfer release`` with ``--workers N`` or ``--scheduler ADDRESS``: :func:`release_file`
     with the command's options, and its report."""
     from ..workflow.codec import PARAMETERS
-    from ..workflow.ledger import budget_text
+    from ..workflow.ledger import entry_report
     from ..workflow.table_io import list_names
 
     rel, dst, meta_path = release_file(
@@ -346,18 +346,11 @@ def command_release(args, echo=print) -> int:
     kept = f" ({len(rel.totals)} group totals kept exactly)" if rel.totals is not None else ""
     echo(f"released {int(rel.sizes.sum())} cells in {len(rel.sizes)} groups with {rel.mechanism} on {where}{kept}")
     g = rel.guarantee
-    echo(f"guarantee: {g.definition} " + ", ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in g.parameters.items() if v is not None))
+    echo(f"guarantee: {g.definition} {g.parameter_text()}")
     meta = json.loads(Path(meta_path).read_text(encoding="utf-8"))
     echo("label columns: " + list_names(meta["label_columns"]))
     if meta["not_copied"]:
         echo("not copied (columns holding numbers; name an id column with --id): " + list_names(meta["not_copied"]))
-    book = Ledger(args.ledger) if args.ledger is not None else Ledger.beside(dst)
-    (entry,) = [e for e in book.entries() if e.id == rel.ledger_entry]
-    loss = book.spent(entry.fingerprint)
-    budget, _ = book.budget()
-    echo(f"ledger: entry {entry.id} in {book.path}"
-         + (f"; privacy loss so far {budget_text(loss)} of the budget {budget_text(budget)}" if budget is not None
-            else f"; {len(book.entries(entry.fingerprint))} release(s) of this input, no budget set (--budget)"))
+    echo(entry_report(args.ledger, dst, rel.ledger_entry))
     echo(f"wrote {dst} and {meta_path}")
     return 0

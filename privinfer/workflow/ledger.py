@@ -464,3 +464,17 @@ class Ledger:
 def as_ledger(ledger) -> Ledger:
     """A :class:`Ledger` from a ledger or a path."""
     return ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+
+
+def entry_report(ledger, output, entry_id: str) -> str:
+    """One line on a release's ledger entry: the ledger's path and the privacy loss of that
+    input so far against its budget (or how many releases of it there are, with no budget).
+    ``ledger`` is the ledger path given by the user, or ``None`` for the one beside ``output``."""
+    book = Ledger(ledger) if ledger is not None else Ledger.beside(output)
+    (entry,) = [e for e in book.entries() if e.id == entry_id]
+    budget, _ = book.budget()
+    if budget is not None:
+        return (f"ledger: entry {entry.id} in {book.path}; privacy loss so far "
+                f"{budget_text(book.spent(entry.fingerprint))} of the budget {budget_text(budget)}")
+    return (f"ledger: entry {entry.id} in {book.path}; {len(book.entries(entry.fingerprint))} release(s) of "
+            "this input, no budget set (--budget)")
