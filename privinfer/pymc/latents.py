@@ -127,7 +127,9 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
     prior : a PyMC distribution made with ``.dist(...)`` of shape (n,) -- e.g.
         ``pm.Poisson.dist(mu=rates)`` (independent counts) or
         ``pm.Multinomial.dist(n=total, p=p)`` (a multinomial given the total) -- whose
-        log-pmf at ``x`` is added as the Potential ``f"{name}_prior"``.
+        log-pmf at ``x`` is part of the variable's own log-density (its parameters are the
+        variable's inputs), or a callable ``x -> logp`` added as the Potential
+        ``f"{name}_prior"``.
     nonnegative : restrict to ``x >= 0`` (counts).
     initval : a starting point on the fibre; by default a non-negative integer point is found
         exactly (:meth:`Invariant.feasible_point`).
@@ -177,10 +179,19 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
     check = _fibre_check(inv, t, nonnegative)
     draw = ConditionalPrior(inv, t, prior, nonnegative)
     params = draw.params
+
+    def logp(value, *ps):
+        # the fibre indicator, plus the prior's log-pmf when it is a PyMC distribution (its
+        # parameters are this variable's inputs, so forward sampling sees the whole law)
+        out = check(value)
+        if draw.in_logp:
+            out = out + draw.prior_logp(value, *ps)
+        return out
+
     x = pm.CustomDist(
         name,
         *params,
-        logp=lambda value, *_: check(value),
+        logp=logp,
         random=draw,
         signature=",".join(["(n)"] * len(params)) + "->(n)",
         dtype="int64",
@@ -194,10 +205,11 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
     type(x.owner.op).lattice_latent = True
     if prior is not None:
         lp = prior_logp(prior, x)
-        pm.Potential(f"{name}_prior", lp)
+        if not draw.in_logp:
+            pm.Potential(f"{name}_prior", lp)
         _check_prior_support(model, lp, x, x0, name)
     model_registry(model)["lattice"][name] = LatticeLatentInfo(name, inv, np.asarray(t), prior, nonnegative, x0,
-                                                               moves=moves)
+                                                               moves=moves, prior_in_logp=draw.in_logp)
     return x
 
 
@@ -281,6 +293,7 @@ class ConditionalPrior:
         self.kind = "flat"
         self.params = [pt.zeros(inv.n)]
         self._cell_fn = None
+        self._op = None
         if prior is None:
             return
         from pytensor.tensor.random.op import RandomVariable
@@ -290,6 +303,7 @@ class ConditionalPrior:
             self.kind = "other"
             return
         op = node.op
+        self._op = op
         params = list(op.dist_params(node))
         name = type(op).__name__
         if name == "PoissonRV":
@@ -298,11 +312,24 @@ class ConditionalPrior:
             self.kind = "multinomial"
         elif op.ndim_supp == 0:
             self.kind = "cells"
-            self._op = op
         else:
             self.kind = "other"
             return
         self.params = [pt.broadcast_to(pt.as_tensor_variable(p), (inv.n,)) for p in params]
+
+    @property
+    def in_logp(self) -> bool:
+        """Whether the prior is a PyMC distribution rebuilt from :attr:`params` (then its
+        log-pmf belongs to the latent's own log-density)."""
+        return self.kind in ("poisson", "multinomial", "cells")
+
+    def prior_logp(self, value, *params):
+        """Symbolic prior log-pmf of ``value`` from the (broadcast) parameters."""
+        if self.kind == "multinomial":
+            rv = self._op(params[0][0], params[1])
+        else:
+            rv = self._op(*params)
+        return pt.sum(pm.logp(rv, value))
 
     def _cells(self, params):
         if self._cell_fn is None:

@@ -5,7 +5,8 @@ as a function of ``x`` (other variables fixed) is a sum of terms:
 
 * the fibre indicator of ``x`` itself -- constant along lattice moves (``x >= 0`` is
   checked by the kernels);
-* the prior Potential -- *local* when the prior is an elementwise PyMC distribution
+* the prior (part of ``x``'s own log-density; a Potential for a callable prior) -- *local*
+  when the prior is an elementwise PyMC distribution
   (``ndim_supp == 0``: Poisson, negative binomial, binomial, ...): its parameters are
   evaluated once per step (they depend only on the other variables) and the log-pmf is
   then scored on the touched cells only; a multinomial prior is local too when the
@@ -180,6 +181,16 @@ class LocalPosterior:
         self.nonlocal_terms = []
         for var in list(model.free_RVs) + list(model.observed_RVs) + list(model.potentials):
             if var is x_rv:
+                if info.prior is not None and info.prior_in_logp:
+                    # the latent's own log-density: fibre indicator (constant along the moves)
+                    # plus the prior, scored per cell where it is elementwise
+                    try:
+                        self.prior = _PriorCells(model, info.prior, n, shared, sums_fixed)
+                        terms.append(CellSum(self.prior.cells, grid=self.prior.grid))
+                        self.local_terms.append(info.name)
+                    except NotImplementedError:
+                        other_terms.append(model.logp(vars=[var], sum=True))
+                        self.nonlocal_terms.append(info.name)
                 continue
             term = model.logp(vars=[var], sum=True)
             if xv not in ancestors([term]):

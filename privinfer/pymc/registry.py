@@ -33,6 +33,8 @@ class LatticeLatentInfo:
     releases: list = field(default_factory=list)
     #: the move set of the lattice step (None: the invariant's default, ``moves_for``)
     moves: object = None
+    #: the prior's log-pmf is part of the latent's own log-density (else a Potential, if any)
+    prior_in_logp: bool = False
 
     @property
     def point(self) -> np.ndarray:
