@@ -265,6 +265,16 @@ class Mechanism(abc.ABC):
         return 0 if aug is None else aug.dim
 
     # -- support --------------------------------------------------------------------------
+    def checked_pair(self, y, x):
+        """``(y, x)`` as float arrays whose last axes are ``m`` and ``n`` (else ``ValueError``)."""
+        y = np.asarray(y, dtype=float)
+        x = np.asarray(x, dtype=float)
+        if y.ndim == 0 or y.shape[-1] != self.m:
+            raise ValueError(f"y must have shape (..., {self.m}), got {y.shape}")
+        if x.ndim == 0 or x.shape[-1] != self.n:
+            raise ValueError(f"x must have shape (..., {self.n}), got {x.shape}")
+        return y, x
+
     def in_support(self, y, x):
         """Whether ``y`` is a possible release of ``x``: one bool per vector of the stack.
 
@@ -276,12 +286,7 @@ class Mechanism(abc.ABC):
         """
         xp = namespace(y, x)
         if xp is np:
-            y = np.asarray(y, dtype=float)
-            x = np.asarray(x, dtype=float)
-            if y.ndim == 0 or y.shape[-1] != self.m:
-                raise ValueError(f"y must have shape (..., {self.m}), got {y.shape}")
-            if x.ndim == 0 or x.shape[-1] != self.n:
-                raise ValueError(f"x must have shape (..., {self.n}), got {x.shape}")
+            y, x = self.checked_pair(y, x)
             batch = np.broadcast_shapes(y.shape[:-1], x.shape[:-1])
             if not self._has_noise_support_conditions():
                 ok = np.all(np.isfinite(y), axis=-1) & np.all(np.isfinite(x), axis=-1)

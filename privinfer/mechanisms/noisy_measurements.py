@@ -338,12 +338,7 @@ class NoisyMeasurements(Mechanism):
         ``-inf`` if ``y`` or ``x`` is not integer (NumPy or PyTensor)."""
         xp = namespace(y, x)
         if xp is np:
-            y = np.asarray(y, dtype=float)
-            x = np.asarray(x, dtype=float)
-            if y.ndim == 0 or y.shape[-1] != self.m:
-                raise ValueError(f"y must have shape (..., {self.m}), got {y.shape}")
-            if x.ndim == 0 or x.shape[-1] != self.n:
-                raise ValueError(f"x must have shape (..., {self.n}), got {x.shape}")
+            y, x = self.checked_pair(y, x)
             u = y - self._answers_xp(x, np)
             total = sum(np.sum(discrete_gaussian_logpmf(u[..., sl], float(s)), axis=-1)
                         for sl, s in zip(self.slices, self._sigmas))
@@ -376,12 +371,7 @@ class NoisyMeasurements(Mechanism):
         xp = namespace(y, x)
         if xp is not np:
             return xp.and_(integer_mask(y, xp), integer_mask(x, xp))
-        y = np.asarray(y, dtype=float)
-        x = np.asarray(x, dtype=float)
-        if y.ndim == 0 or y.shape[-1] != self.m:
-            raise ValueError(f"y must have shape (..., {self.m}), got {y.shape}")
-        if x.ndim == 0 or x.shape[-1] != self.n:
-            raise ValueError(f"x must have shape (..., {self.n}), got {x.shape}")
+        y, x = self.checked_pair(y, x)
         fin_y, fin_x = np.isfinite(y), np.isfinite(x)
         ok_y = np.all(fin_y, axis=-1) & integer_mask(np.where(fin_y, y, 0.0))
         ok_x = np.all(fin_x, axis=-1) & integer_mask(np.where(fin_x, x, 0.0))
