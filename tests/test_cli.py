@@ -16,19 +16,12 @@ import pytest
 import privinfer.case_studies as cs
 from privinfer import cli
 
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from cli_helpers import run  # noqa: E402
+
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
-
-
-def run(argv, capsys):
-    """Run ``privinfer argv`` in-process; return (exit status, stdout, stderr)."""
-    try:
-        rc = cli.main([str(a) for a in argv])
-    except SystemExit as exc:  # argparse errors and --help
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def write_csv(path, header, rows):

@@ -4,13 +4,16 @@ fingerprints that hold no data, and the ledger of ``privinfer release``."""
 import json
 import math
 import os
+import pathlib
 import stat
+import sys
 import threading
 
 import numpy as np
 import pytest
 
-from privinfer import cli
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from cli_helpers import run  # noqa: E402
 from privinfer import invariants as I
 from privinfer.guarantees import GDP, ZCDP, ApproxDP, Guarantee, PureDP
 from privinfer.mechanisms import GeneralizedGaussian, GeneralizedLaplace
@@ -224,20 +227,13 @@ def test_ledger_problems_are_reported(tmp_path):
 # ----------------------------------------------------------------------------------------------
 
 
-def _run(argv, capsys):
-    try:
-        rc = cli.main([str(a) for a in argv])
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_cli_second_release_over_budget_is_refused(tmp_path, capsys):
     src = tmp_path / "in.csv"
     src.write_text("g,id,n\n" + "".join(f"{g},c{k},{v}\n" for k, (g, v) in enumerate(zip(GROUPS, X))))
     out = tmp_path / "out"
-    rc, stdout, err = _run(["release", src, out / "r1.csv", "--invariant", "groups:g", "--epsilon", "1",
+    rc, stdout, err = run(["release", src, out / "r1.csv", "--invariant", "groups:g", "--epsilon", "1",
                             "--budget", "epsilon=1.5", "--seed", "1"], capsys)
     assert rc == 0, err
     book = Ledger(out / "privinfer-ledger.json")  # the default: beside the outputs
@@ -245,15 +241,15 @@ def test_cli_second_release_over_budget_is_refused(tmp_path, capsys):
     assert json.loads((out / "r1.json").read_text())["ledger_entry"] == entry.id
     assert "epsilon=1 of the budget epsilon=1.5" in stdout
     before = book.path.read_bytes()
-    rc, _, err = _run(["release", src, out / "r2.csv", "--invariant", "groups:g", "--epsilon", "1", "--seed", "2"],
+    rc, _, err = run(["release", src, out / "r2.csv", "--invariant", "groups:g", "--epsilon", "1", "--seed", "2"],
                       capsys)
     assert rc == 2 and err.startswith("privinfer: error: release refused") and len(err.strip().splitlines()) == 1
     assert book.path.read_bytes() == before
     assert not (out / "r2.csv").exists() and not (out / "r2.json").exists()
     # a ledger elsewhere starts afresh; a bad budget is a one-line option error
-    rc, _, err = _run(["release", src, out / "r3.csv", "--invariant", "groups:g", "--epsilon", "1",
+    rc, _, err = run(["release", src, out / "r3.csv", "--invariant", "groups:g", "--epsilon", "1",
                        "--ledger", tmp_path / "other.json"], capsys)
     assert rc == 0, err
     assert len(Ledger(tmp_path / "other.json").entries()) == 1 and len(book.entries()) == 1
-    rc, _, err = _run(["release", src, out / "r4.csv", "--epsilon", "1", "--budget", "lots"], capsys)
+    rc, _, err = run(["release", src, out / "r4.csv", "--epsilon", "1", "--budget", "lots"], capsys)
     assert rc == 2 and "budget 'lots'" in err

@@ -106,6 +106,8 @@ class GroupTree:
         if np.any(sizes == 0):
             raise ValueError("every group must hold at least one cell")
         self.sizes = sizes
+        #: group of each cell (cell order)
+        self.codes = codes
         self.order = np.argsort(codes, kind="stable")
         group = codes[self.order]
         self.leaf_group = group
@@ -405,7 +407,6 @@ class GroupSumSampler:
                 off[has] = prev.off[left[has]] + prev.off[right[has]]
             P, off = _trim(out, off, floor)
             self.levels.append(_Level(P, off))
-        self.floor = float(floor)
 
     @property
     def width(self) -> int:
@@ -536,37 +537,32 @@ def block_kernel(rng, state, tree: GroupTree, density: LocalLogDensity, *, lower
     m, n = x_all.shape
     if n != tree.n:
         raise ValueError(f"state has {n} cells, the tree {tree.n}")
-    totals = np.zeros((m, tree.n_groups), dtype=np.int64)
-    for c in range(m):
-        np.add.at(totals[c], tree.leaf_group, x_all[c][tree.order])
+    codes, G = tree.codes, tree.n_groups
+    totals = np.zeros((m, G), dtype=np.int64)
+    np.add.at(totals, (slice(None), codes), x_all)  # exact integer sums per group and chain
     upper = None
     if lower is not None:
         # a cell can hold at most its group's total minus the others' minimum
-        others = (tree.sizes - 1) * int(lower)
-        upper = np.empty(n, dtype=np.int64)
-        upper[tree.order] = (totals.max(axis=0) - others)[tree.leaf_group]
+        upper = (totals.max(axis=0) - (tree.sizes - 1) * int(lower))[codes]
     lo, hi, _, capped = unimodal_windows(cell_logp, n, lower, upper, log_drop=log_drop, max_width=max_width)
     sampler = GroupSumSampler(tree, cell_logp, lo, hi, floor=floor)
     idx = np.arange(n)
+    movable = tree.sizes > 1  # a one-cell group is fixed by its total
     new_e = x_all.copy()
     n_acc = np.zeros(m, dtype=np.int64)
     n_prop = np.zeros(m, dtype=np.int64)
-    group_of = np.empty(n, dtype=np.int64)
-    group_of[tree.order] = tree.leaf_group
     for c in range(m):
         x = x_all[c]
         prop, lq_new, ok = sampler.sample(rng, totals[c])
         lq_old = sampler.log_q(x)
-        w_old = np.bincount(group_of, weights=cell_logp(idx, x), minlength=tree.n_groups)
-        safe = np.where(ok[group_of], prop, x)
-        w_new = np.bincount(group_of, weights=cell_logp(idx, safe), minlength=tree.n_groups)
-        single = tree.sizes == 1
+        w_old = np.bincount(codes, weights=cell_logp(idx, x), minlength=G)
+        w_new = np.bincount(codes, weights=cell_logp(idx, np.where(ok[codes], prop, x)), minlength=G)
         with np.errstate(invalid="ignore"):
             log_a = (w_new - w_old) + (lq_old - lq_new)
-        accept = ok & ~single & np.isfinite(lq_old) & (np.log(rng.random(tree.n_groups)) < log_a)
-        n_prop[c] = int((ok & ~single).sum())
+        accept = ok & movable & np.isfinite(lq_old) & (np.log(rng.random(G)) < log_a)
+        n_prop[c] = int((ok & movable).sum())
         n_acc[c] = int(accept.sum())
-        take = accept[group_of]
+        take = accept[codes]
         new_e[c, take] = prop[take]
     stat = density.init_stat(new_e)
     return LatticeState(new_e, stat), BlockInfo(n_acc, n_prop, sampler.width, capped)
