@@ -5,5 +5,5 @@ Each module runs top to bottom as a script (``python -m privinfer.case_studies.N
 as a notebook (``jupytext --to notebook``), or through ``privinfer case-study NAME``.
 Settings: small (default, used by CI) or full (environment ``PRIVINFER_FULL=1`` or the
 ``--full`` flag of the command).  Figures and tables go to ``PRIVINFER_OUTPUT`` (default
-``./privinfer-output/NAME``).  Every case study asserts its headline numbers.
+``./privinfer-output/NAME``).  Headline numbers go to ``results.json``; the tests check them.
 """
