@@ -33,7 +33,7 @@ __all__ = ["main", "build_parser", "CliError", "available_case_studies"]
 SUBCOMMANDS = {
     "demo": "release the embedded delinquent-children table, fit the contingency model, report",
     "release": "privatize a CSV of counts keeping an invariant (mechanism and seed as options)",
-    "fit": "fit a reference model to a release; write the posterior (NetCDF) and a summary",
+    "fit": "fit a reference model to a release; write the posterior (NetCDF), a summary and a figure",
     "case-study": "run one of the reproducible case studies (small settings unless --full)",
 }
 
@@ -198,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help=SUBCOMMANDS["fit"], description=(
         "Fit a reference model to a release made by 'privinfer release' (its metadata sidecar gives "
         "the mechanism and the invariant). Writes posterior.nc (ArviZ NetCDF), cells.csv (per-cell "
-        "posterior summary), summary.csv and summary.txt (ArviZ summary)."))
+        "posterior summary), summary.csv and summary.txt (ArviZ summary) and fit.png (posterior "
+        "intervals against the release, one panel per group)."))
     f.add_argument("release", help="release CSV written by 'privinfer release'")
     f.add_argument("--metadata", default=None, help="metadata sidecar (default RELEASE with .json)")
     f.add_argument("--model", choices=["county", "contingency"], default="county",

@@ -159,6 +159,7 @@ def test_release_groups_real_valued_then_fit_county(tmp_path, counties_csv, caps
     assert list(idata.posterior["county"].values) == [c for _, c, _ in COUNTIES]
     assert list(idata.posterior["cell"].values) == [f"{s} / {c}" for s, c, _ in COUNTIES]
     assert (fit_dir / "summary.txt").exists() and "max R-hat" in stdout
+    assert (fit_dir / "fit.png").read_bytes()[:4] == b"\x89PNG" and "fit.png" in stdout
     # NUTS starts at the release (on the fibre), not at the least-norm point (each county at
     # its state's mean, ~1e6 noise sds away for Clark county): the chains must mix.  R-hat
     # < 1.1 is the usual "not stuck" threshold; stuck chains give R-hat in the millions.

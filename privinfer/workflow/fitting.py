@@ -15,7 +15,8 @@ Integer latents are sampled with :func:`privinfer.pymc.lattice_steps` (LatticeMe
 unless ``step`` says otherwise, continuous parameters with NUTS.  Outputs (``output=``):
 ``posterior.nc`` (``arviz.to_netcdf``), ``cells.csv`` (per released cell: its ids, release,
 posterior mean, sd and 90% interval), ``summary.csv`` / ``summary.txt`` (``arviz.summary`` of
-the model's free parameters and named deterministics).
+the model's free parameters and named deterministics), ``fit.png`` (posterior intervals
+against the release, one panel per group: :mod:`privinfer.workflow.figures`).
 
 Cell ids: the cells are identified as in the release file (:meth:`Release.cell_ids`: its
 label columns, e.g. ``state`` and ``county``).  ``cells.csv`` starts with those columns, so it
@@ -35,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import write_files
+from .figures import CellGroups, cell_groups, plot_fit
 from .files import ReleaseFileError
 from .release import Release, read_release
 
@@ -148,6 +150,7 @@ class FitResult:
     summary: object = field(default=None, repr=False)
     interval: float = INTERVAL
     cell_ids: tuple | None = None  # (id column names, one tuple per cell), as Release.cell_ids()
+    groups: CellGroups | None = None  # the cells' groups by the invariant (panels of the figure)
 
     def draws(self, name: str = "x") -> np.ndarray:
         """Posterior draws of ``name`` with chains stacked: shape ``(chains * draws,) + var shape``."""
@@ -207,8 +210,9 @@ class FitResult:
         return buf.getvalue()
 
     def write(self, output) -> dict:
-        """Write ``posterior.nc``, ``cells.csv``, ``summary.csv`` and ``summary.txt`` to the folder
-        ``output`` (created); returns and records the paths."""
+        """Write ``posterior.nc``, ``cells.csv``, ``summary.csv``, ``summary.txt`` and ``fit.png``
+        (:func:`~privinfer.workflow.figures.plot_fit`: posterior intervals against the release,
+        per group) to the folder ``output`` (created); returns and records the paths."""
         import arviz as az
 
         out = Path(output)
@@ -221,7 +225,8 @@ class FitResult:
         self.summary.to_csv(sc)
         st = out / "summary.txt"
         st.write_text(self.summary.to_string() + "\n", encoding="utf-8")
-        self.files = {"posterior": nc, "cells": cells, "summary": sc, "summary text": st}
+        figure = plot_fit(self, out / "fit.png")
+        self.files = {"posterior": nc, "cells": cells, "summary": sc, "summary text": st, "figure": figure}
         return self.files
 
 
@@ -240,8 +245,8 @@ def fit(release: Release, model="county", *, draws: int = 1000, tune: int = 1000
     step : ``None`` -- :func:`privinfer.pymc.lattice_steps` for the integer latents, NUTS for
         the rest; or a callable ``step(model)`` returning the step methods (e.g.
         ``lambda m: lattice_steps(m, step_class=LatticeGibbs)``).
-    output : folder for ``posterior.nc``, ``cells.csv``, ``summary.csv``, ``summary.txt``
-        (``None``: write nothing).
+    output : folder for ``posterior.nc``, ``cells.csv``, ``summary.csv``, ``summary.txt``,
+        ``fit.png`` (``None``: write nothing).
     interval : probability of the per-cell equal-tailed intervals.
     echo : a ``print``-like callable for a progress line (``None``: silent).
     sample_options : further keywords of ``pm.sample`` (e.g. ``init="jitter+adapt_full"``).
@@ -281,7 +286,7 @@ def fit(release: Release, model="county", *, draws: int = 1000, tune: int = 1000
     summ = az.summary(idata, var_names=names)
     result = FitResult(model_name, seed, release.labels, release.y, xd.mean(0), xd.std(0), lo, hi,
                        float("nan"), float("nan"), idata=idata, summary=summ, interval=interval,
-                       cell_ids=release.cell_ids())
+                       cell_ids=release.cell_ids(), groups=cell_groups(release))
     result.rhat_max, result.ess_bulk_min = result.diagnostics()
     if output is not None:
         result.write(output)
