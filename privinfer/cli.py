@@ -215,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--list", action="store_true", help="list the available case studies")
     c.add_argument("--output", default="privinfer-output",
                    help="root folder for figures and tables (default ./privinfer-output)")
+    c.add_argument("--notebook", action="store_true",
+                   help="run it as a notebook (jupytext + nbclient; the docs extra) and write the executed "
+                        "NAME.ipynb, figures inline, beside the figures")
     return p
 
 
@@ -290,6 +293,16 @@ def cmd_case_study(args) -> int:
         return 0
     if args.name not in names:
         raise CliError(f"unknown case study '{args.name}' (available: {', '.join(names) or 'none'})")
+    if args.notebook:
+        from privinfer.case_studies._notebook import NotebookDependencyError, execute_notebook
+
+        print(f"running case study {args.name} as a notebook ({'full' if args.full else 'small'} settings)")
+        try:
+            _, path = execute_notebook(args.name, args.output, full=args.full)
+        except NotebookDependencyError as exc:
+            raise CliError(str(exc)) from None
+        print(f"executed notebook: {path}")
+        return 0
     saved = {k: os.environ.get(k) for k in ("PRIVINFER_FULL", "PRIVINFER_OUTPUT")}
     saved_argv = sys.argv[:]
     os.environ["PRIVINFER_FULL"] = "1" if args.full else "0"

@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 
 import privinfer.case_studies as cs
+from privinfer.case_studies._notebook import execute_notebook
 from privinfer.case_studies._settings import load_results
 
 CASE_DIR = pathlib.Path(cs.__file__).parent
@@ -50,33 +51,11 @@ class ExecutedStudy:
 @functools.cache
 def execute_study(name: str) -> ExecutedStudy:
     """Execute case study ``name`` as a notebook in small mode (cached for the session)."""
-    import jupytext
-    import nbformat
-    from nbclient import NotebookClient
-
     if name not in STUDIES:
         raise ValueError(f"unknown case study {name!r}")
     work = _SESSION / name
-    work.mkdir(parents=True, exist_ok=True)
-    nb = jupytext.read(CASE_DIR / f"{name}.py")
-    env = {"PRIVINFER_OUTPUT": str(work), "PRIVINFER_FULL": "0"}
-    env.setdefault("PRIVINFER_DATA", os.environ.get("PRIVINFER_DATA", str(DATA)))
-    saved = {k: os.environ.get(k) for k in [*env, "MPLBACKEND"]}
-    os.environ.update(env)
-    os.environ.pop("MPLBACKEND", None)  # the kernel's own inline backend, as in Jupyter
-    try:
-        # the kernel starts in ``work``: not the source tree, whose privinfer/ (without the mapped
-        # models/ and case_studies/) must not shadow the installed package
-        NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
-                       resources={"metadata": {"path": str(work)}}).execute()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    path = work / f"{name}.ipynb"
-    nbformat.write(nb, path)
+    nb, path = execute_notebook(name, work, full=False, data=os.environ.get("PRIVINFER_DATA", str(DATA)),
+                                timeout=TIMEOUT)
     copy_to = os.environ.get("PRIVINFER_EXECUTED_NOTEBOOKS")
     if copy_to:
         pathlib.Path(copy_to).mkdir(parents=True, exist_ok=True)

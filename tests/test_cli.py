@@ -580,6 +580,33 @@ def test_case_study_runs_module_as_main_with_settings(tmp_path, monkeypatch, cap
     sys.modules.pop("privinfer.case_studies.probe_study", None)
 
 
+def test_case_study_as_notebook_writes_executed_notebook_with_inline_figure(tmp_path, monkeypatch, capsys):
+    import nbformat
+
+    pkg_dir = tmp_path / "extra"
+    pkg_dir.mkdir()
+    (pkg_dir / "probe_notebook.py").write_text(
+        "# %% [markdown]\n# A probe\n\n"
+        "# %%\nimport os\nimport matplotlib.pyplot as plt\n"
+        "from privinfer.case_studies._settings import full_mode, output_dir, show\n"
+        "OUT = output_dir('probe_notebook')\n"
+        "fig, ax = plt.subplots()\nax.plot([0, 1], [1, 0])\nshow(fig, OUT / 'line.png')\n"
+        "print('full', full_mode(), os.getcwd())\n"
+    )
+    monkeypatch.setattr(cs, "__path__", list(cs.__path__) + [str(pkg_dir)])
+    rc, out, err = run(["case-study", "probe_notebook", "--notebook", "--output", tmp_path / "out"], capsys)
+    assert rc == 0, err
+    path = tmp_path / "out" / "probe_notebook" / "probe_notebook.ipynb"
+    assert str(path) in out
+    nb = nbformat.read(path, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the figure is not shown inline"
+    text = "".join(o.get("text", "") for o in outputs)
+    assert f"full False {tmp_path / 'out'}" in text  # small settings; the kernel runs in the output root
+    assert (tmp_path / "out" / "probe_notebook" / "line.png").exists()
+    assert "PRIVINFER_OUTPUT" not in os.environ
+
+
 # ----------------------------------------------------------------------------------------------
 # the demo
 # ----------------------------------------------------------------------------------------------
