@@ -29,25 +29,22 @@
 # rhythms, about 5 person-hours per cell).
 #
 # Part 1 reproduces the error table at full size; part 2 fits the reference Bayesian model
-# (`privinfer.models.spatiotemporal_model`) to a release at a reduced size and checks that its
-# posterior intervals cover the true counts.
+# (`privinfer.models.spatiotemporal_model`) to a release at a reduced size and measures how
+# often its posterior intervals cover the true counts.
 
 # %%
 import time
 
-import matplotlib
+import arviz as az
+import matplotlib.pyplot as plt
+import numpy as np
+from scipy import stats
 
-matplotlib.use("Agg")
-import arviz as az  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy import stats  # noqa: E402
-
-from privinfer import datasets  # noqa: E402
-from privinfer.case_studies._settings import full_mode, output_dir  # noqa: E402
-from privinfer.mechanisms import ProjectedGaussian  # noqa: E402
-from privinfer.models import spatiotemporal_model  # noqa: E402
-from privinfer.workflow import fit, make_release  # noqa: E402
+from privinfer import datasets
+from privinfer.case_studies._settings import full_mode, output_dir, save_results, show
+from privinfer.mechanisms import ProjectedGaussian
+from privinfer.models import spatiotemporal_model
+from privinfer.workflow import fit, make_release
 
 FULL = full_mode()
 OUT = output_dir("spatiotemporal")
@@ -63,7 +60,6 @@ SHAPE = (14, 24, 20)
 x_full = datasets.synthetic_spatiotemporal(rng).astype(float)
 inv_full = datasets.spatiotemporal_invariant(x_full)
 n, r = inv_full.n, inv_full.rank
-assert x_full.shape == SHAPE and n == 6720 and r == 740, (x_full.shape, n, r)
 print(f"cells n = {n}, constraint rows = {inv_full.m}, rank r = {r}, free dimensions n - r = {n - r}; "
       f"mean count {x_full.mean():.2f}, zero cells {np.mean(x_full == 0):.1%}")
 mech_full = ProjectedGaussian(inv_full, sigma=1.0)
@@ -105,10 +101,11 @@ print(f"largest invariant violation over {R} releases: {worst_violation:.1e} (co
 (OUT / "error_sd_table.txt").write_text("\n".join(table) + "\n")
 
 # %% [markdown]
-# **Checks.**  (a) Every release keeps all 760 totals to rounding (`1e-9` of the largest count).
-# (b) `n s^2 = ||e||^2` should be `chi^2_{5980}`: the mean of `s^2` over the releases is within
-# 5 standard errors (`sqrt(2 (n - r)) / n / sqrt(R)`) of `(n - r)/n`, and a Kolmogorov-Smirnov
-# test of `n s^2` against `chi^2_{5980}` does not reject at the 0.001 level.
+# **What the tests check.**  (a) Every release keeps all 760 totals to rounding (`1e-9` of the
+# largest count).  (b) `n s^2 = ||e||^2` should be `chi^2_{5980}`: the mean of `s^2` over the
+# releases is within 5 standard errors (`sqrt(2 (n - r)) / n / sqrt(R)`) of `(n - r)/n`, a
+# Kolmogorov-Smirnov test of `n s^2` against `chi^2_{5980}` does not reject at the 0.001
+# level, and the median of `s` is near the theoretical median.  Computed and printed here:
 #
 # **The discrepancy with the paper.**  Our measured error sd agrees with the exact theory
 # (`0.943`), not with the paper's `0.88`.  For any correct projected Gaussian with unit noise
@@ -122,17 +119,10 @@ print(f"largest invariant violation over {R} releases: {worst_violation:.1e} (co
 # over, or the noise scale); we report the exact value for the design as described.
 
 # %%
-viol_tol = 1e-9 * max(1.0, float(x_full.max()))
-assert worst_violation < viol_tol, f"invariant violated by {worst_violation:.2e}"
 mean_s2, expect_s2 = float(np.mean(sds**2)), (n - r) / n
 se_s2 = np.sqrt(2.0 * (n - r)) / n / np.sqrt(R)
-assert abs(mean_s2 - expect_s2) < 5 * se_s2, f"mean s^2 {mean_s2:.5f} vs (n-r)/n {expect_s2:.5f} (SE {se_s2:.5f})"
 ks = stats.kstest(n * sds**2, stats.chi2(n - r).cdf)
-assert ks.pvalue > 1e-3, f"n s^2 not chi^2_(n-r) (KS p = {ks.pvalue:.1e})"
-# the median error sd is within 5 standard errors of the median (1.2533 sd(s) / sqrt(R)) of theory
-sd_s = np.sqrt(2.0 * (n - r)) / n / (2.0 * np.sqrt(expect_s2))
-assert abs(measured_q[1] - theory_q[1]) < 5 * 1.2533 * sd_s / np.sqrt(R)
-print(f"checks: mean s^2 = {mean_s2:.5f} (theory {expect_s2:.5f}, SE {se_s2:.5f}); KS p = {ks.pvalue:.3f}")
+print(f"mean s^2 = {mean_s2:.5f} (theory {expect_s2:.5f}, SE {se_s2:.5f}); KS p = {ks.pvalue:.3f}")
 
 # %% [markdown]
 # ### Figures: one release next to the data (paper's Fig. 3) and the error-sd distribution
@@ -148,11 +138,10 @@ for ax, (g, b) in zip(axes, pick):
     ax.set_title(f"group {g + 1}, building {b + 1}\n(day total {x_full[g, :, b].sum():.0f} kept exactly)", fontsize=10)
     ax.set_xlabel("hour of day")
 axes[0].set_ylabel("person-hours")
-axes[0].legend(fontsize=8)
+fig.legend(*axes[0].get_legend_handles_labels(), fontsize=8, ncol=2, loc="lower center")
 fig.suptitle("Synthetic campus counts, 14 groups x 24 hours x 20 buildings: one release with unit noise")
-fig.tight_layout()
-fig.savefig(OUT / "release_vs_data.png", dpi=130)
-plt.close(fig)
+fig.tight_layout(rect=(0, 0.07, 1, 1))
+show(fig, OUT / "release_vs_data.png", dpi=130)
 
 fig, ax = plt.subplots(figsize=(7, 4))
 grid = np.linspace(0.84, 0.97, 400)
@@ -164,10 +153,9 @@ ax.axvspan(0.86, 0.91, color="C3", alpha=0.1, label="paper's 5%-95% band")
 ax.set_xlabel("standard deviation of the 6,720 elementwise errors")
 ax.set_ylabel("density")
 ax.set_title("Projected Gaussian, unit noise, 740 constraints")
-ax.legend(fontsize=8)
+ax.legend(fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
 fig.tight_layout()
-fig.savefig(OUT / "error_sd.png", dpi=130)
-plt.close(fig)
+show(fig, OUT / "error_sd.png", dpi=130)
 
 # %% [markdown]
 # ## Part 2: posterior inference at a CI-sized scale
@@ -184,17 +172,18 @@ plt.close(fig)
 # **Tolerance for coverage.**  If the posterior is calibrated, about 90% of cells are covered.
 # Cells of one fit are dependent (the margins tie them together); we count the free
 # dimensions, `n - r = 40` per fit, as the effective number of independent checks, so the
-# pooled coverage over `F` fits has standard error about `sqrt(0.9 x 0.1 / (40 F))`, and we
-# require it within 4 such standard errors of 0.9.  Also: every posterior draw satisfies the
-# invariant (to `1e-8` of the counts), R-hat of `x` below 1.05, no divergent transitions
-# beyond 1% of draws.
+# pooled coverage over `F` fits has standard error about `sqrt(0.9 x 0.1 / (40 F))`, and the
+# tests require it within 4 such standard errors of 0.9.  They also require every release and
+# every posterior draw to satisfy the invariant (to `1e-9`, resp. `1e-8`, of the counts),
+# R-hat of `x` below 1.05, and no divergent transitions beyond 1% of draws.
 
 # %%
 SMALL_SHAPE = (3, 6, 4)
 N_FITS = 2 if not FULL else 10
 DRAWS, TUNE = (300, 300) if not FULL else (1000, 1000)
 coverage_hits, widths, rhat_max, div_frac, post_viol = [], [], 0.0, 0.0, 0.0
-example = None
+release_viol = 0.0  # largest invariant violation of a release, relative to its largest count
+example = idata_first = None
 for f in range(N_FITS):
     g_, h_, b_ = SMALL_SHAPE
     x_s = datasets.synthetic_spatiotemporal(rng, groups=g_, hours=h_, buildings=b_, mean_count=20.0).astype(float)
@@ -202,7 +191,7 @@ for f in range(N_FITS):
     mech_s = ProjectedGaussian(inv_s, sigma=1.0)
     release = make_release(x_s, mech_s, rng=rng)  # the (G, H, B) shape travels with the release
     y_s = release.y
-    assert np.max(np.abs(inv_s.of(y_s) - inv_s.t)) < 1e-9 * max(1.0, float(x_s.max()))
+    release_viol = max(release_viol, float(np.max(np.abs(inv_s.of(y_s) - inv_s.t))) / max(1.0, float(x_s.max())))
     idata = fit(release, spatiotemporal_model, draws=DRAWS, tune=TUNE, chains=2, cores=1,
                 seed=int(rng.integers(2**31)), progressbar=False).idata
     post = idata.posterior["x"].values.reshape(-1, inv_s.n)
@@ -215,18 +204,15 @@ for f in range(N_FITS):
     div_frac = max(div_frac, float(idata.sample_stats["diverging"].mean()))
     if example is None:
         example = (x_s, y_s, post, lo, hi, inv_s)
+        idata_first = idata
     print(f"fit {f + 1}/{N_FITS}: coverage {coverage_hits[-1].mean():.3f}, mean 90% width {widths[-1]:.2f} "
           f"(release noise sd per cell {np.sqrt((inv_s.n - inv_s.rank) / inv_s.n):.2f})")
 
 cov = float(np.mean(np.concatenate(coverage_hits)))
 n_eff = N_FITS * (example[5].n - example[5].rank)
 se_cov = np.sqrt(0.9 * 0.1 / n_eff)
-print(f"pooled 90% coverage over {N_FITS} fits: {cov:.3f} (tolerance 0.9 +- {4 * se_cov:.3f}); "
+print(f"pooled 90% coverage over {N_FITS} fits: {cov:.3f} (0.9 +- 4 SE is 0.9 +- {4 * se_cov:.3f}); "
       f"max R-hat {rhat_max:.3f}; max divergent share {div_frac:.3%}; max invariant violation {post_viol:.1e}")
-assert post_viol < 1e-8, "posterior draws leave the invariant"
-assert rhat_max < 1.05, f"R-hat {rhat_max:.3f}"
-assert div_frac <= 0.01, f"{div_frac:.1%} divergent transitions"
-assert abs(cov - 0.9) < 4 * se_cov, f"posterior coverage {cov:.3f} outside 0.9 +- {4 * se_cov:.3f}"
 
 # %%
 x_s, y_s, post, lo, hi, inv_s = example
@@ -242,10 +228,59 @@ ax.axhline(0.0, color="k", lw=0.8, label="true count")
 ax.set_xlabel("cell (sorted by true count)")
 ax.set_ylabel("minus the true count (person-hours)")
 ax.set_title(f"3 groups x 6 hours x 4 buildings, one release: {coverage_hits[0].mean():.0%} of cells covered")
-ax.legend(fontsize=8)
+ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.14))
 fig.tight_layout()
-fig.savefig(OUT / "posterior_coverage.png", dpi=130)
-plt.close(fig)
+show(fig, OUT / "posterior_coverage.png", dpi=130)
+
+# %% [markdown]
+# ### The first fit's posterior: mixing and the daily rhythm
+#
+# Rank plots (Vehtari et al. 2021) of the intercept, the group and building effects and the
+# smallest and largest cell: each chain's ranks among all draws are uniform when the chains
+# mix.  The forest plot shows the zero-sum hour effects chain by chain: the day's rhythm that
+# the model learns from the released table.
 
 # %%
+x_first = example[0].ravel()
+cells = [int(np.argmin(x_first)), int(np.argmax(x_first))]
+x_dim = [d for d in idata_first.posterior["x"].dims if d not in ("chain", "draw")][0]
+cell_labels = idata_first.posterior[x_dim].values[cells]
+axes = az.plot_rank(idata_first, var_names=["intercept", "group", "building", "x"], coords={x_dim: cell_labels},
+                    kind="bars", figsize=(11, 7))
+fig = np.ravel(axes)[0].figure
+for ax in np.ravel(axes):
+    if ax.get_visible() and ax.has_data():
+        ax.title.set_fontsize(9)
+        ax.set_xlabel("rank (all chains)", fontsize=8)
+        ax.set_ylabel("chain", fontsize=8)
+        ax.tick_params(labelsize=8)
+fig.suptitle("rank plots, first fit (x: the smallest and largest true cell)", fontsize=10)
+fig.tight_layout()
+show(fig, OUT / "rank_plots.png", dpi=130)
+
+rhat_hour = float(az.rhat(idata_first, var_names=["hour"])["hour"].max())
+axes = az.plot_forest(idata_first, var_names=["hour"], hdi_prob=0.9, figsize=(7, 3.5), textsize=9)
+fig = np.ravel(axes)[0].figure
+np.ravel(axes)[0].set_xlabel("hour effect (log rate)", fontsize=9)
+fig.suptitle(f"hour effects, first fit: 90% HDI by chain (max R-hat {rhat_hour:.3f})", fontsize=10)
+fig.tight_layout()
+show(fig, OUT / "hour_effects.png", dpi=130)
+
+# %% [markdown]
+# ## Headline numbers
+#
+# Saved to `results.json`, where the tests check them.
+
+# %%
+results = {
+    "shape": x_full.shape, "cells": n, "constraint_rank": r, "releases": R,
+    "release_max_violation": worst_violation, "max_count": float(x_full.max()),
+    "error_sd": sds, "error_sd_quantiles": measured_q, "error_sd_quantiles_theory": theory_q,
+    "mean_s2": mean_s2, "error_sd_ks_p": ks.pvalue,
+    "small_shape": SMALL_SHAPE, "fits": N_FITS, "small_free_dimensions": example[5].n - example[5].rank,
+    "small_release_max_violation": release_viol, "posterior_max_violation": post_viol,
+    "coverage": cov, "coverage_by_fit": [h.mean() for h in coverage_hits], "width_by_fit": widths,
+    "max_rhat": rhat_max, "max_divergent_share": div_frac,
+}
+save_results(OUT, results)
 print(f"spatiotemporal case study finished in {time.perf_counter() - T_START:.1f} s")
