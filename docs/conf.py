@@ -70,11 +70,14 @@ html_theme = "pydata_sphinx_theme"
 html_title = "privinfer"
 html_theme_options = {
     "navigation_with_keys": False,
-    "show_toc_level": 2,
-    "secondary_sidebar_items": ["page-toc"],
+    "show_toc_level": 1,
+    "secondary_sidebar_items": {"**": ["page-toc"], "mechanisms": []},
+    "header_links_before_dropdown": 6,
     "footer_start": ["copyright"],
     "footer_end": [],
 }
 html_sidebars = {"index": [], "mechanisms": [], "getting-started/*": []}
+html_static_path = ["_static"]
+html_css_files = ["privinfer.css"]
 # no remote resources are fetched at build time (no intersphinx); MathJax is loaded by the
 # reader's browser

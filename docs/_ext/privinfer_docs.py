@@ -110,8 +110,6 @@ class Note:
     family: str
     speed: str
     use: str
-    #: (label, constructor) pairs: the instances whose guarantee and release are shown
-    examples: tuple = ()
     #: overrides the computed output text
     output: str = ""
 
@@ -165,7 +163,7 @@ def _probe_invariants():
     return [
         ("a total", I.total(6)),
         ("group totals", I.groups(list("aabbbc"))),
-        ("row and column totals of a 4 x 4 table", I.margins((4, 4), [(0,), (1,)])),
+        ("the margins of a 4 x 4 table", I.margins((4, 4), [(0,), (1,)])),
         ("two two-way margins of a 3 x 4 x 5 table", I.margins((3, 4, 5), [(0, 1), (1, 2)])),
     ]
 
@@ -249,7 +247,9 @@ NOTES: dict[str, Note] = {
         f"posterior in 125 s with 2 chains, min bulk ESS 798 ({B_NM}).",
         "Several queries (cells, county totals, a state table) measured with discrete Gaussian "
         "noise and a zCDP budget per query, the invariant published beside them: the 2020 "
-        "Census design, analysed exactly."),
+        "Census design, analysed exactly.",
+        output="integer measurements y_k = B_k x + e_k of every query; t = C x published exactly "
+               "beside them (``publish``); exact likelihood"),
     "linear-gaussian": Note(
         "linear", f"Building the common mechanism of 4 nested histograms (206 cells) by the closed "
         f"form instead of the paper's SDP ({B_COMMON}).",
@@ -297,7 +297,8 @@ NOTES: dict[str, Note] = {
 
 
 def _kind_text(g) -> str:
-    return {"pure": "pure", "approx": "approximate", "zcdp": "zCDP", "gdp": "GDP"}.get(g.kind, "not composable")
+    return {"pure": "pure", "approx": "approximate", "zcdp": "zCDP", "gdp": "GDP"}.get(
+        g.kind, "untyped: not composed by the ledger")
 
 
 def _release_text(m) -> list[str]:
@@ -313,15 +314,29 @@ def _release_text(m) -> list[str]:
 
 
 def _lattice_release(make) -> list[str]:
-    lines = []
+    """How a lattice mechanism draws on each probe invariant, grouped by method."""
+    by_method: dict[str, list[str]] = {}
+    target = None
     for label, inv in _probe_invariants():
         m = make(inv)
-        if m.exact:
-            lines.append(f"{label}: exact ({m.exact_sampler.method}), delta = 0")
-        else:
-            lines.append(f"{label}: MCMC, delta = (1 + e^eps) eta with eta estimated by couplings "
-                         f"(target {m.target_delta:g})")
+        target = m.target_delta
+        method = f"exact ({m.exact_sampler.method}), delta = 0" if m.exact else "MCMC"
+        by_method.setdefault(method, []).append(label)
+    lines = [f"{method} on {', '.join(labels)}" for method, labels in by_method.items()]
+    if "MCMC" in by_method:
+        lines.append(f"MCMC: delta = (1 + e^eps) eta, eta estimated by couplings, so that delta <= {target:g} "
+                     "(``target_delta``)")
     return lines
+
+
+def _guarantee(m):
+    """``m.guarantee``; an MCMC lattice mechanism first certifies its burn-in with a fixed seed
+    (the page is the same at every build)."""
+    import numpy as np
+
+    if hasattr(m, "exact") and hasattr(m, "certify_burn_in") and not m.exact:
+        m.certify_burn_in(rng=np.random.default_rng(0))
+    return m.guarantee
 
 
 def _output_text(m) -> str:
@@ -362,26 +377,38 @@ def mechanism_rows():
     rows: dict[str, list] = {f: [] for f, _ in FAMILIES}
     for name in [*REGISTRY, COMMON]:
         note = NOTES[name]
-        guarantee, release, output = [], [], ""
+        guarantee, release, output = [], {}, ""
         for label, make in examples[name]:
             m = make(_probe_invariants()[0][1])
             if name != COMMON and type(m) is not REGISTRY[name]:
                 raise ExtensionError(f"mechanism table: the example of {name} is a {type(m).__name__}")
-            g = m.guarantee
+            g = _guarantee(m)
             prefix = f"{label}: " if label else ""
-            guarantee.append(f"{prefix}{g.definition} ({_kind_text(g)})")
+            text = f"{prefix}{g.definition} ({_kind_text(g)})"
+            if g.kind == "approx" and getattr(m, "exact", True) is False:
+                text += f"; delta = {g['delta']:.1g} on {_probe_invariants()[0][0]} of {m.n} cells at epsilon = 1"
+            guarantee.append(text)
             if hasattr(m, "exact") and hasattr(m, "target_delta"):
-                release += [f"{prefix}{line}" for line in _lattice_release(lambda inv, make=make: make(inv))]
+                release[label] = _lattice_release(lambda inv, make=make: make(inv))
             else:
-                release += [f"{prefix}{line}" for line in _release_text(m)]
+                release[label] = _release_text(m)
             output = output or _output_text(m)
         if name == COMMON:
             target = "privinfer.common.common_mechanism"
         else:
             target = f"privinfer.mechanisms.{REGISTRY[name].__name__}"
-        rows[note.family].append((name, target, guarantee, list(dict.fromkeys(release)),
+        rows[note.family].append((name, target, guarantee, _merge_variants(release),
                                   note.output or output, note.speed, note.use))
     return rows
+
+
+def _merge_variants(release: dict[str, list[str]]) -> list[str]:
+    """One list of lines: shared lines once, the others prefixed by their variant's label."""
+    variants = list(release.values())
+    shared = [line for line in variants[0] if all(line in v for v in variants)]
+    out = [f"{label}: {line}" for label, lines in release.items() for line in lines
+           if line not in shared and label]
+    return out + shared
 
 
 def _escape(text: str) -> str:
@@ -401,7 +428,7 @@ class MechanismTable(SphinxDirective):
             if not rows[family]:
                 continue
             lines += [title, "-" * len(title), "",
-                      ".. list-table::", "   :header-rows: 1", "   :widths: 14 20 22 14 16 14",
+                      ".. list-table::", "   :header-rows: 1", "   :widths: 11 17 22 12 19 19",
                       "   :class: mechanism-table", ""]
             lines += ["   * - Mechanism", "     - Guarantee", "     - Release", "     - Output",
                       "     - When to use", "     - Speed"]
