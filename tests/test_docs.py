@@ -164,3 +164,26 @@ def test_case_study_page_shows_its_figures(site, name):
         assert images, f"{name} shows its figures inline, but its page has none"
     for src in images:
         assert (site / "case-studies" / "notebooks" / src).resolve().exists(), f"{name}: missing image {src}"
+
+
+@pytest.mark.slow
+def test_analyst_page_code_runs(capsys):
+    """The analyst's page shows its code without running it at build time (sampling takes too
+    long): run it here, as written, with fewer draws."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    source = (DOCS / "getting-started" / "analyst.md").read_text(encoding="utf-8")
+    code = "\n".join(re.findall(r"```python\n(.*?)```", source, flags=re.S))
+    small = (code.replace("draws=1000, tune=1000", "draws=100, tune=100")
+             .replace("random_seed=7)", "random_seed=7, progressbar=False)")
+             .replace("random_seed=1)", "random_seed=1, progressbar=False)"))
+    assert small.count("draws=100, tune=100") == 1 and small.count("progressbar=False") == 2, (
+        "the analyst page's sampling calls changed: update this test")
+    ns = {"__name__": "analyst_page"}
+    exec(compile(small, "analyst.md", "exec"), ns)
+    mechanism, y, x = ns["mechanism"], ns["y"], ns["x"]
+    # the values the page states next to the code
+    assert mechanism.logp(y, x) == -0.5 * abs(y - x).sum() == -6.0
+    assert ns["predictive"].posterior_predictive["y"].shape[-1] == 8
+    assert "x[a3]" in capsys.readouterr().out  # the ArviZ summary, with the cell ids

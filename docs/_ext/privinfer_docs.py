@@ -46,7 +46,7 @@ def _note_cell(name: str, executed_by: str):
     import nbformat
 
     return nbformat.v4.new_markdown_cell(
-        f"*This page is the notebook of `case_studies/{name}.py`, {executed_by} in small mode. "
+        f"*This page is the notebook of `case_studies/{name}.py`, {executed_by}. "
         f"Run it yourself with `privinfer case-study {name}` (add `--full` for the full settings), "
         "or open the file as a notebook with jupytext.*")
 
@@ -88,11 +88,11 @@ def stage_case_studies(folder: pathlib.Path, executed: str | None) -> list[str]:
         if executed is None:
             nb = jupytext.read(pathlib.Path(cs.__file__).parent / f"{name}.py")
             nb.metadata["mystnb"] = {"execution_mode": "force"}
-            how = "executed by the documentation build"
+            how = "executed by the documentation build in small mode"
         else:
             nb = nbformat.read(pathlib.Path(executed) / f"{name}.ipynb", as_version=4)
             nb.metadata["mystnb"] = {"execution_mode": "off"}
-            how = "executed by the tests"
+            how = "executed before the documentation build (the tests run it in small mode)"
         nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0, _note_cell(name, how))
         _write_if_changed(folder / f"{name}.ipynb", nbformat.writes(nb))
     return names
