@@ -3,13 +3,21 @@ transparent likelihoods and exact Bayesian inference in PyMC.
 
 Subpackages and modules
 -----------------------
-``invariants``   the invariant ``C x = t``: subspaces, projections, integer lattices
-``mechanisms``   privacy mechanisms with ``release``, ``logp`` and ``guarantee``
-``accounting``   (eps, delta)-DP, zCDP, GDP conversions and cost-matrix curves
-``samplers``     lattice samplers, couplings and PyMC step methods
-``pymc``         thin glue that puts mechanisms and constrained latents into PyMC models
-``models``       reference Bayesian models
-``workflow``     the release-to-fit spine: ``Release``, ``make_release``, ``read_release``, ``fit``
+
+``invariants``
+    the invariant ``C x = t``: subspaces, projections, integer lattices
+``mechanisms``
+    privacy mechanisms with ``release``, ``logp`` and ``guarantee``
+``accounting``
+    (eps, delta)-DP, zCDP, GDP conversions and cost-matrix curves
+``samplers``
+    lattice samplers, couplings and PyMC step methods
+``pymc``
+    thin glue that puts mechanisms and constrained latents into PyMC models
+``models``
+    reference Bayesian models
+``workflow``
+    the release-to-fit spine: ``Release``, ``make_release``, ``read_release``, ``fit``
 
 ``privinfer.Release``, ``make_release``, ``read_release`` and ``fit`` are loaded on first use,
 so ``import privinfer`` stays light (no PyMC until a model is fitted).

@@ -89,9 +89,13 @@ class FisherNoncentralHypergeometric:
 
     Parameters
     ----------
-    n1, n2, m: non-negative integers with ``m <= n1 + n2``.
-    odds_ratio: ``w in (0, inf)`` (or give ``log_odds_ratio``, any real number).
+    n1, n2, m
+        non-negative integers with ``m <= n1 + n2``.
+    odds_ratio
+        ``w in (0, inf)`` (or give ``log_odds_ratio``, any real number).
 
+    Notes
+    -----
     Methods ``logpmf``, ``pmf``, ``cdf``, ``sf``, ``ppf``, ``mean``, ``var``, ``sample``.
     """
 

@@ -53,16 +53,18 @@ class Guarantee:
 
     Attributes
     ----------
-    definition:
+    definition
         e.g. ``"(eps, delta)-induced subspace DP"``, ``"(eps, 0)-induced integer subspace DP"``,
         ``"Semi-DP (mu-GDP)"``, ``"rho-zCDP"``, ``"(eps, delta)-DP"``.
-    parameters:
+    parameters
         the numbers of the definition, e.g. ``{"epsilon": 1.0, "delta": 1e-6}``.
-    relation:
+    relation
         the neighbouring relation and subspace, e.g. ``"add/remove one record; invariant C x = t"``.
-    reference:
+    reference
         paper and result the claim rests on.
 
+    Notes
+    -----
     Untyped guarantees support no arithmetic; the typed subclasses do.
     """
 

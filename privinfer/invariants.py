@@ -471,6 +471,7 @@ class Invariant:
           exactly over the integers (fails iff t is not in the lattice ``C Z^n``);
         * ``integer`` and ``nonnegative``: mixed-integer program (HiGHS) or a direct
           construction for totals/partitions.
+
         Raises :class:`InfeasibleInvariantError` if no such point exists.
         """
         t = self._resolve_t(t)

@@ -26,15 +26,25 @@ Numerical conventions: a symmetric PSD matrix's rank is the number of eigenvalue
 
 Modules, one per concept
 ------------------------
-``linalg``         symmetric PSD linear algebra (eigenpairs, pseudo-inverse, roots, scale)
-``cost``           mechanisms through their cost matrices; :func:`standardize` (Alg. 2)
-``answerability``  answerable / equivalent (Sec. 3.1, Thm. 3.5) and the answering map
-``sdp``            min trace s.t. X >= P_i: Stott's closed form (Thm. 5.4), interior point (Thm. 5.3)
-``maximal``        the maximally common mechanism (Sec. 5.1, Alg. 1, Thm. 5.2-5.4)
-``recreation``     residual (Alg. 3, Lemma 3.11) and recreate (Alg. 4, Thm. 5.5)
-``estimation``     best linear unbiased answers to queries and their noise variances (Sec. 6.2)
-``selection``      SNR bounds and the nested-analysis choice (Sec. 6.2, 7.5.3)
-``buckets``        bucketization query matrices and the DHC age buckets (Sec. 7.5)
+
+``linalg``
+    symmetric PSD linear algebra (eigenpairs, pseudo-inverse, roots, scale)
+``cost``
+    mechanisms through their cost matrices; :func:`standardize` (Alg. 2)
+``answerability``
+    answerable / equivalent (Sec. 3.1, Thm. 3.5) and the answering map
+``sdp``
+    min trace s.t. X >= P_i: Stott's closed form (Thm. 5.4), interior point (Thm. 5.3)
+``maximal``
+    the maximally common mechanism (Sec. 5.1, Alg. 1, Thm. 5.2-5.4)
+``recreation``
+    residual (Alg. 3, Lemma 3.11) and recreate (Alg. 4, Thm. 5.5)
+``estimation``
+    best linear unbiased answers to queries and their noise variances (Sec. 6.2)
+``selection``
+    SNR bounds and the nested-analysis choice (Sec. 6.2, 7.5.3)
+``buckets``
+    bucketization query matrices and the DHC age buckets (Sec. 7.5)
 """
 
 from .answerability import answer_map, answerable, equivalent

@@ -222,19 +222,19 @@ def semi_private_odds_ratio_test(
 
     Parameters
     ----------
-    release:
+    release
         ``U = x11 + N`` (scalar) or the released table of :class:`SemiPrivateTwoByTwo`.
-    margins:
+    margins
         public one-way margins ``(t1., t2., t.1, t.2)``: non-negative integers with equal totals.
-    alpha:
+    alpha
         level in (0, 1); ``reject = p_value <= alpha``.
-    noise, epsilon, delta, mu:
+    noise, epsilon, delta, mu
         the CND ``F`` the release used: a noise object, or ``epsilon`` (+ ``delta``) for Tulap,
         or ``mu`` for the Gaussian CND.
-    alternative:
+    alternative
         ``"greater"`` (Thm 37: ``H0: w <= w0``), ``"less"`` (``H0: w >= w0``, p = 1 - p_greater)
         or ``"two-sided"`` (equal-tailed ``2 min(p, 1 - p)``); see the module docstring.
-    odds_ratio:
+    odds_ratio
         null value ``w0`` (default 1, the paper's test).
 
     Returns

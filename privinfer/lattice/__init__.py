@@ -3,14 +3,21 @@
 ``{e in Z^n : C e = 0}`` is where the curator's integer noise lives (Integer subspace DP) and
 ``{x in Z^n : C x = t}`` where the analyst's latent counts live.  One engine serves both:
 
-``laws``      exact integer samplers (CKS 2020) and the double geometric jump law
-``moves``     move sets: pair transfers within groups, a short lattice basis, free cells
-``density``   the one encoding of a target's local log-density change (cell sums, sparse
-              linear queries with a running statistic, whole-vector terms)
-``kernels``   Metropolis / heat-bath kernels ``kernel(rng, state) -> (state, info)``
-``coupling``  L-lag couplings of the kernels and total-variation certificates
-``exact``     exact samplers of product laws restricted to the lattice (no Markov chain)
-``block``     block updates of independent cells given their group sums (tree FFBS + MH)
+``laws``
+    exact integer samplers (CKS 2020) and the double geometric jump law
+``moves``
+    move sets: pair transfers within groups, a short lattice basis, free cells
+``density``
+    the one encoding of a target's local log-density change (cell sums, sparse
+    linear queries with a running statistic, whole-vector terms)
+``kernels``
+    Metropolis / heat-bath kernels ``kernel(rng, state) -> (state, info)``
+``coupling``
+    L-lag couplings of the kernels and total-variation certificates
+``exact``
+    exact samplers of product laws restricted to the lattice (no Markov chain)
+``block``
+    block updates of independent cells given their group sums (tree FFBS + MH)
 
 Nothing here imports PyMC; the PyMC step methods built on these kernels live in
 :mod:`privinfer.pymc`.

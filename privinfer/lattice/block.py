@@ -357,12 +357,18 @@ class GroupSumSampler:
 
     Parameters
     ----------
-    tree : the :class:`GroupTree` of the partition.
-    cell_logp : per-cell log-weights: a :class:`SeparableCells` (:func:`separable_cell_logp`)
+    tree
+        the :class:`GroupTree` of the partition.
+    cell_logp
+        per-cell log-weights: a :class:`SeparableCells` (:func:`separable_cell_logp`)
         or any ``(idx, v) -> w`` callable.
-    lo, hi : per-cell windows (from :func:`unimodal_windows`).
-    floor : table entries below ``floor`` of their node's maximum are dropped.
+    lo, hi
+        per-cell windows (from :func:`unimodal_windows`).
+    floor
+        table entries below ``floor`` of their node's maximum are dropped.
 
+    Notes
+    -----
     :meth:`sample` draws, :meth:`log_q` scores a state under the same proposal law; both
     work group-wise (``totals`` per group).
     """

@@ -318,7 +318,7 @@ SparseLatticeBasis = LatticeMoves
 def free_cell_basis(B) -> tuple[np.ndarray, np.ndarray | None]:
     r"""Change an integer lattice basis to one whose coordinates are free cells of ``e``.
 
-    Find rows F (|F| = d) and a unimodular :math:`U` with :math:`(BU)_F = I_d`; then
+    Find rows F (``|F| = d``) and a unimodular :math:`U` with :math:`(BU)_F = I_d`; then
     :math:`B' = BU` generates the same lattice and :math:`z = e_F`: the lattice coordinates are
     d cells of the noise vector, and every other cell is an integer combination of them.
     Greedy: for each column k pick an unused row r with :math:`M_{rk} = \pm 1` (fewest

@@ -91,7 +91,7 @@ class Gaussian(AdditiveMechanism):
     ----------
     n : int
         length of the query answer.
-    epsilon, delta, sensitivity :
+    epsilon, delta, sensitivity
         privacy parameters and the l2 sensitivity :math:`\Delta_2`; then
         :math:`\sigma = c_{\epsilon,\delta}\Delta_2`.
     sigma : float, keyword-only

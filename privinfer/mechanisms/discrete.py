@@ -133,6 +133,8 @@ class DoubleGeometric(_IntegerAdditive):
     sensitivity : int
         l1 sensitivity :math:`\Delta_1` of the integer query (default 1).
 
+    Notes
+    -----
     ``logp(y, x)`` is exact (normalized): :math:`n\log\tanh(1/(2b)) - \|y-x\|_1/b`, ``-inf`` if
     ``y - x`` is not integer.  Guarantee: :math:`(\Delta_1/b, 0)`-DP (the integer subspace
     generalized Laplace with no invariant, Dharangutte et al. 2023, Sec. 3.2).

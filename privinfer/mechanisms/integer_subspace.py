@@ -333,6 +333,8 @@ class GeneralizedLaplace(_LatticeMechanism):
         ``tv_threshold`` from ``n_coupling_replicates`` meeting times at lag ``lag``,
         chosen by a pilot run if None).
 
+    Notes
+    -----
     ``logp(y, x) = -epsilon * ||y - x|| / sensitivity`` on the lattice, ``-inf`` off it: exact
     up to :math:`-\log Z_L(\epsilon)`, which depends only on the lattice, the norm and
     epsilon, never on x, so it cancels in any likelihood ratio or posterior over x.

@@ -100,10 +100,10 @@ class LinearGaussian(Mechanism):
 
     Parameters
     ----------
-    B:
+    B
         ``(m, n)`` query matrix (a 1-D array is one query).  ``n`` is the length of the input
         data vector, ``m`` the length of the output.
-    Sigma:
+    Sigma
         ``(m, m)`` symmetric positive definite noise covariance; a scalar means ``Sigma * I``
         (iid noise with that *variance*), a length-``m`` vector a diagonal covariance.
 

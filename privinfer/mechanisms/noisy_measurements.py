@@ -168,15 +168,21 @@ class NoisyMeasurements(Mechanism):
 
     Parameters
     ----------
-    queries : list of matrices ``B_k`` (SciPy sparse or dense, ``q_k x n``, integer entries).
-    sigmas : one discrete Gaussian scale :math:`\sigma_k > 0` per query (floats are read as the
+    queries
+        list of matrices ``B_k`` (SciPy sparse or dense, ``q_k x n``, integer entries).
+    sigmas
+        one discrete Gaussian scale :math:`\sigma_k > 0` per query (floats are read as the
         decimal they print as, Fractions exactly; :math:`\sigma_k^2` is the exact rational
         used by the sampler and the likelihood).
-    invariant : an integer :class:`~privinfer.invariants.Invariant` on the ``n`` cells whose
+    invariant
+        an integer :class:`~privinfer.invariants.Invariant` on the ``n`` cells whose
         values are published exactly alongside the measurements (2020 Census: the state
         total), or ``None``.
-    names : optional names of the queries (e.g. ``"county total"``).
+    names
+        optional names of the queries (e.g. ``"county total"``).
 
+    Notes
+    -----
     ``y = release(x)`` has length ``m = sum_k q_k``: ``y[slices[k]]`` are the measurements
     of query ``k``.
     """

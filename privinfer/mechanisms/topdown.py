@@ -306,6 +306,8 @@ class TopDownBaseline(Mechanism):
         Sensitivity of the counts for the guarantee (l2 for the discrete Gaussian, l1 for the
         double geometric); default 1.
 
+    Notes
+    -----
     Outputs are non-negative integer vectors satisfying the invariant exactly.  The mechanism
     is **not transparent** (module docstring): :meth:`logp` raises
     :class:`NonTransparentMechanismError`.  Use it to compare against the transparent

@@ -53,13 +53,13 @@ class TradeoffFunction:
 
     Attributes
     ----------
-    func:
+    func
         vectorized ``alpha -> f(alpha)`` on ``[0, 1]``.
-    derivative:
+    derivative
         vectorized ``alpha -> f'(alpha)`` (a.e.; used for the CND density).
-    fixed_point:
+    fixed_point
         ``c in [0, 1/2)`` with ``f(c) = c``.
-    name, parameters:
+    name, parameters
         description of the privacy definition, e.g. ``"(eps, delta)-DP"``.
     """
 

@@ -95,7 +95,12 @@ class Tulap:
 
     Parameters
     ----------
-    m: location (median).  b: in (0, 1).  q: truncation mass in [0, 1).
+    m
+        location (median).
+    b
+        in (0, 1).
+    q
+        truncation mass in [0, 1).
     """
 
     def __init__(self, m=0.0, b=0.5, q=0.0):

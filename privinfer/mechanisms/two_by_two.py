@@ -60,10 +60,13 @@ class SemiPrivateTwoByTwo(Mechanism):
 
     Parameters
     ----------
-    noise: a Tulap (``Tulap.from_privacy(eps, delta)``), GaussianCanonicalNoise or CanonicalNoise.
-    a_t: the semi-adjacent parameter ``a(t)`` (default 3, the bound of Theorem 16 for two
+    noise
+        a Tulap (``Tulap.from_privacy(eps, delta)``), GaussianCanonicalNoise or CanonicalNoise.
+    a_t
+        the semi-adjacent parameter ``a(t)`` (default 3, the bound of Theorem 16 for two
         binary features); it labels the guarantee and sets the naive comparison ``f^{o a(t)}``.
-    atol: tolerance for the margin check in ``logp``.
+    atol
+        tolerance for the margin check in ``logp``.
     """
 
     integer = False

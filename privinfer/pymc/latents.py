@@ -62,12 +62,16 @@ def affine_latent(name: str, invariant: Invariant, t=None, prior=None, *, initva
 
     Parameters
     ----------
-    name : name of the deterministic ``x`` (the free coordinates are ``f"{name}_z"``).
-    invariant, t : the invariant and its published values (``t`` defaults to ``invariant.t``).
-    prior : a PyMC distribution made with ``.dist(...)`` (e.g. ``pm.Normal.dist(mu, sigma,
+    name
+        name of the deterministic ``x`` (the free coordinates are ``f"{name}_z"``).
+    invariant, t
+        the invariant and its published values (``t`` defaults to ``invariant.t``).
+    prior
+        a PyMC distribution made with ``.dist(...)`` (e.g. ``pm.Normal.dist(mu, sigma,
         shape=n)``) or a callable ``x -> logp``; its density at ``x`` is added as a Potential
         named ``f"{name}_prior"``.  ``None`` adds nothing (flat on the subspace).
-    initval : optional starting point for ``x`` (e.g. the release); it is projected onto
+    initval
+        optional starting point for ``x`` (e.g. the release); it is projected onto
         ``{C x = t}`` and becomes the initial value of ``z``.  By default ``x`` starts at the
         least-norm point, which can be far from the data when cells differ by orders of
         magnitude.
@@ -122,18 +126,24 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
 
     Parameters
     ----------
-    name : name of the int64 vector variable.
-    invariant, t : integer invariant and its published integer values.
-    prior : a PyMC distribution made with ``.dist(...)`` of shape (n,) -- e.g.
+    name
+        name of the int64 vector variable.
+    invariant, t
+        integer invariant and its published integer values.
+    prior
+        a PyMC distribution made with ``.dist(...)`` of shape (n,) -- e.g.
         ``pm.Poisson.dist(mu=rates)`` (independent counts) or
         ``pm.Multinomial.dist(n=total, p=p)`` (a multinomial given the total) -- whose
         log-pmf at ``x`` is part of the variable's own log-density (its parameters are the
         variable's inputs), or a callable ``x -> logp`` added as the Potential
         ``f"{name}_prior"``.
-    nonnegative : restrict to ``x >= 0`` (counts).
-    initval : a starting point on the fibre; by default a non-negative integer point is found
+    nonnegative
+        restrict to ``x >= 0`` (counts).
+    initval
+        a starting point on the fibre; by default a non-negative integer point is found
         exactly (:meth:`Invariant.feasible_point`).
-    moves : the move set of :class:`~privinfer.pymc.LatticeMetropolis` for this latent
+    moves
+        the move set of :class:`~privinfer.pymc.LatticeMetropolis` for this latent
         (:class:`~privinfer.lattice.PairMoves`, :class:`~privinfer.lattice.RectangleMoves` or
         a :class:`~privinfer.lattice.MoveCycle` of them), checked to keep ``C x``; default
         the invariant's own (:func:`~privinfer.lattice.moves_for`).  The multi-direction
@@ -148,8 +158,12 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
         if the prior gives probability zero to the initial point (pass ``initval`` inside
         the prior's support).
 
-    Plain ``pm.sample()`` samples ``x`` with :class:`privinfer.pymc.LatticeMetropolis` (its
-    competence for this variable's op is IDEAL, so PyMC assigns it by itself); pass
+    Notes
+    -----
+    Plain ``pm.sample()`` samples ``x`` with :class:`privinfer.pymc.LatticeBlockGibbs` (its
+    competence for this variable's op is IDEAL, so PyMC assigns it by itself; where block
+    updates do not apply it makes the local moves of
+    :class:`~privinfer.pymc.LatticeMetropolis`); pass
     ``step=lattice_steps(model, step_class=LatticeGibbs)`` for heat-bath moves.
 
     ``pm.sample_prior_predictive`` draws ``x`` from the prior restricted to the fibre

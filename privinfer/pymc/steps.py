@@ -92,13 +92,19 @@ class LatticeMetropolis(ArrayStepShared):
 
     Parameters
     ----------
-    vars : the lattice latent (one variable).
-    scale : initial double-geometric jump scale (``P(zeta) ~ exp(-|zeta|/scale)``).
-    tune : adapt ``scale`` during PyMC's tuning phase.
-    n_multi : multi-direction jumps per iteration (0 disables them; only do that when
+    vars
+        the lattice latent (one variable).
+    scale
+        initial double-geometric jump scale (``P(zeta) ~ exp(-|zeta|/scale)``).
+    tune
+        adapt ``scale`` during PyMC's tuning phase.
+    n_multi
+        multi-direction jumps per iteration (0 disables them; only do that when
         the basis moves alone connect the fibre).
-    order : ``"random"`` (fresh permutation each sweep) or ``"systematic"``.
-    model, rng, initial_point, blocked : as for PyMC step methods.
+    order
+        ``"random"`` (fresh permutation each sweep) or ``"systematic"``.
+    model, rng, initial_point, blocked
+        as for PyMC step methods.
     """
 
     name = "lattice_metropolis"
@@ -271,11 +277,14 @@ class LatticeBlockGibbs(LatticeMetropolis):
 
     Parameters
     ----------
-    log_drop : window depth in nats (default 18: cells' values below e^-18 ~ 1.5e-8 of their
+    log_drop
+        window depth in nats (default 18: cells' values below e^-18 ~ 1.5e-8 of their
         mode's mass are left out of the proposal; the test puts them back).
-    max_width : widest cell window (values); wider windows are cut around the mode (exact
+    max_width
+        widest cell window (values); wider windows are cut around the mode (exact
         through the test, at a lower acceptance).
-    **kwargs : as for :class:`LatticeMetropolis`.
+    **kwargs
+        as for :class:`LatticeMetropolis`.
     """
 
     name = "lattice_block_gibbs"
@@ -345,11 +354,16 @@ def lattice_steps(model=None, step_class=None, **kwargs) -> list:
 
     Parameters
     ----------
-    model : the ``pm.Model`` (default: the model on the context stack).
-    step_class : :class:`LatticeBlockGibbs` (default: the step ``pm.sample()`` assigns by
+    model
+        the ``pm.Model`` (default: the model on the context stack).
+    step_class
+        :class:`LatticeBlockGibbs` (default: the step ``pm.sample()`` assigns by
         itself), :class:`LatticeMetropolis` or :class:`LatticeGibbs`.
-    **kwargs : passed to every step (``scale``, ``n_multi``, ``order``, ...).
+    **kwargs
+        passed to every step (``scale``, ``n_multi``, ``order``, ...).
 
+    Notes
+    -----
     Returns an empty list for a model without lattice latents, so the call is always safe.
     """
     model = pm.modelcontext(model)

@@ -1,16 +1,23 @@
 """Releases and fits beyond one machine: partitioned releases and per-group fits on Dask.
 
-``seeding``    one ``numpy.random.SeedSequence`` per group, from the seed and a hash of its key
-``survey``     pass 1: every partition checked with the workflow's count checks
-               (:func:`privinfer.workflow.table_io.check_counts`), errors naming the global row
-``groups``     one group's noise (registry mechanism on the group's total, exact sampler) and
-               the release of a block of rows
-``guarantee``  the guarantee of a release drawn group by group
-``frames``     :func:`release_frame` -- pandas or Dask DataFrame in, same kind out; accounted
-               in a privacy-loss ledger (``ledger=``, ``budget=``) like every release
-``fitting``    :func:`fit_groups` -- models that factorize over groups, fitted on a Dask client
-``files``      Parquet and CSV through pandas / Dask; the ``privinfer release --workers`` job
-               (ids, ledger, budget, no overwriting, complete files: the rules of every release)
+``seeding``
+    one ``numpy.random.SeedSequence`` per group, from the seed and a hash of its key
+``survey``
+    pass 1: every partition checked with the workflow's count checks
+    (:func:`privinfer.workflow.table_io.check_counts`), errors naming the global row
+``groups``
+    one group's noise (registry mechanism on the group's total, exact sampler) and
+    the release of a block of rows
+``guarantee``
+    the guarantee of a release drawn group by group
+``frames``
+    :func:`release_frame` -- pandas or Dask DataFrame in, same kind out; accounted
+    in a privacy-loss ledger (``ledger=``, ``budget=``) like every release
+``fitting``
+    :func:`fit_groups` -- models that factorize over groups, fitted on a Dask client
+``files``
+    Parquet and CSV through pandas / Dask; the ``privinfer release --workers`` job
+    (ids, ledger, budget, no overwriting, complete files: the rules of every release)
 
 Needs the ``scale`` extra (``pip install "privinfer[scale]"``: Dask, pandas, pyarrow).  Dask
 itself is imported only when a Dask frame or client is used.

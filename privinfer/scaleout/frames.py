@@ -71,16 +71,27 @@ class FrameRelease:
     """What :func:`release_frame` returns (the guarantee is returned here, not attached to the
     frame: a Dask DataFrame carries no metadata).
 
-    frame : the released frame, the same kind as the input (lazy for Dask).
-    value, group : the count and group columns.
-    mechanism, options : the command-line mechanism name and its options.
-    guarantee : the per-group mechanism's guarantee (parallel composition over the groups).
-    totals : published group totals (a Series indexed by group key, first-appearance order),
+    Attributes
+    ----------
+    frame
+        the released frame, the same kind as the input (lazy for Dask).
+    value, group
+        the count and group columns.
+    mechanism, options
+        the command-line mechanism name and its options.
+    guarantee
+        the per-group mechanism's guarantee (parallel composition over the groups).
+    totals
+        published group totals (a Series indexed by group key, first-appearance order),
         or ``None`` for mechanisms that keep no total (double geometric, discrete Gaussian).
-    sizes : cells per group (same index).
-    sampler : how the groups' noise was drawn (methods, exact or not).
-    redrawn_cells : cells drawn again because their group spans partitions (0 for pandas).
-    ledger_entry : the id of the release's entry in the privacy-loss ledger (``None``
+    sizes
+        cells per group (same index).
+    sampler
+        how the groups' noise was drawn (methods, exact or not).
+    redrawn_cells
+        cells drawn again because their group spans partitions (0 for pandas).
+    ledger_entry
+        the id of the release's entry in the privacy-loss ledger (``None``
         without a ledger).
     """
 
@@ -138,25 +149,33 @@ def release_frame(frame, *, value: str, group: str, mechanism: str, seed=None, l
 
     Parameters
     ----------
-    frame : a pandas or Dask DataFrame; groups may span partitions.
-    value : the column of non-negative integer counts.
-    group : the column of group keys (integers or strings); each group's total is kept
+    frame
+        a pandas or Dask DataFrame; groups may span partitions.
+    value
+        the column of non-negative integer counts.
+    group
+        the column of group keys (integers or strings); each group's total is kept
         exactly by ``generalized-laplace`` and ``generalized-gaussian`` (noise on
         :math:`\{e_g : \sum e_g = 0\}`, Dharangutte et al. 2023, Sec. 3); the groups of
         ``double-geometric`` and ``discrete-gaussian`` (iid noise, no total kept) are the
         units of seeding only.
-    mechanism : ``"generalized-laplace"``, ``"generalized-gaussian"``, ``"double-geometric"``
+    mechanism
+        ``"generalized-laplace"``, ``"generalized-gaussian"``, ``"double-geometric"``
         or ``"discrete-gaussian"``, with its command-line options (``epsilon=``, ``sigma=``,
         ``sensitivity=``, ``norm=``) as ``mechanism_options``.
-    seed : an integer or ``SeedSequence``: group g's noise comes from
+    seed
+        an integer or ``SeedSequence``: group g's noise comes from
         ``SeedSequence(seed, spawn_key=hash(key_g))``, so the same seed gives the same release
         for any partitioning and any number of workers; ``None`` draws fresh OS entropy.
-    ledger : a :class:`~privinfer.workflow.ledger.Ledger` or the path of one, to account the
+    ledger
+        a :class:`~privinfer.workflow.ledger.Ledger` or the path of one, to account the
         release in (module docstring, "Privacy accounting"); ``None``: not accounted.
-    budget, budget_scope : as in :func:`privinfer.workflow.make_release` (a typed guarantee
+    budget, budget_scope
+        as in :func:`privinfer.workflow.make_release` (a typed guarantee
         or text such as ``"epsilon=2"``; ``"input"`` or ``"ledger"``); checked before any
         noise is drawn.  A budget needs a ledger.
-    source, output : names recorded in the ledger entry (e.g. the input and output file
+    source, output
+        names recorded in the ledger entry (e.g. the input and output file
         names); ``source`` also prefixes the error messages, as a file name does.
 
     Returns

@@ -74,15 +74,22 @@ class DemoReport:
 
     Attributes
     ----------
-    truth, release : the confidential table and its private release.
-    mean, lower, upper : posterior mean and equal-tailed ``interval`` bounds per cell.
-    log_odds_ratio_mean, log_odds_ratio_lower, log_odds_ratio_upper : (3, 3) posterior summary
+    truth, release
+        the confidential table and its private release.
+    mean, lower, upper
+        posterior mean and equal-tailed ``interval`` bounds per cell.
+    log_odds_ratio_mean, log_odds_ratio_lower, log_odds_ratio_upper
+        (3, 3) posterior summary
         of the model's log odds ratios ``gamma`` (relative to the first row and column).
-    truth_log_odds_ratio : (3, 3) sample log odds ratios of the true table (for comparison;
+    truth_log_odds_ratio
+        (3, 3) sample log odds ratios of the true table (for comparison;
         the model's ``gamma`` are the log odds ratios of the cell probabilities).
-    rhat_max, ess_bulk_min : worst R-hat and smallest bulk ESS over the cells and ``gamma``.
-    lattice_acceptance : fraction of the lattice sampler's moves that changed the table, after tuning.
-    divergences : NUTS divergences after tuning.
+    rhat_max, ess_bulk_min
+        worst R-hat and smallest bulk ESS over the cells and ``gamma``.
+    lattice_acceptance
+        fraction of the lattice sampler's moves that changed the table, after tuning.
+    divergences
+        NUTS divergences after tuning.
     """
 
     seed: int
@@ -236,13 +243,19 @@ def run_demo(draws: int = DEFAULT_DRAWS, tune: int = DEFAULT_TUNE, chains: int =
 
     Parameters
     ----------
-    draws, tune, chains, cores : passed to ``pm.sample``.
-    seed : one seed for everything (release and sampler); ``None`` draws one from OS entropy
+    draws, tune, chains, cores
+        passed to ``pm.sample``.
+    seed
+        one seed for everything (release and sampler); ``None`` draws one from OS entropy
         (it is in the report, so a run can be repeated).
-    output : folder for ``demo.png`` and ``report.txt`` (created); ``None`` saves nothing.
-    epsilon : privacy loss of the release (default :data:`DEFAULT_EPSILON`).
-    progressbar : show PyMC's progress bar.
-    echo : a ``print``-like callable for progress messages (``None``: silent).
+    output
+        folder for ``demo.png`` and ``report.txt`` (created); ``None`` saves nothing.
+    epsilon
+        privacy loss of the release (default :data:`DEFAULT_EPSILON`).
+    progressbar
+        show PyMC's progress bar.
+    echo
+        a ``print``-like callable for progress messages (``None``: silent).
     """
     from .. import datasets
     from .. import invariants as I

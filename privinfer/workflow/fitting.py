@@ -237,20 +237,31 @@ def fit(release: Release, model="county", *, draws: int = 1000, tune: int = 1000
 
     Parameters
     ----------
-    release : the :class:`~privinfer.workflow.Release` (from ``make_release`` or ``read_release``).
-    model : ``"county"``, ``"contingency"``, or a callable ``model(release) -> pm.Model`` whose
+    release
+        the :class:`~privinfer.workflow.Release` (from ``make_release`` or ``read_release``).
+    model
+        ``"county"``, ``"contingency"``, or a callable ``model(release) -> pm.Model`` whose
         latent cells are the variable ``"x"``.
-    draws, tune, chains, cores, progressbar : passed to ``pm.sample``.
-    seed : sampler seed; ``None`` draws one from OS entropy (recorded in the result).
-    step : ``None`` -- :func:`privinfer.pymc.lattice_steps` for the integer latents, NUTS for
+    draws, tune, chains, cores, progressbar
+        passed to ``pm.sample``.
+    seed
+        sampler seed; ``None`` draws one from OS entropy (recorded in the result).
+    step
+        ``None`` -- :func:`privinfer.pymc.lattice_steps` for the integer latents, NUTS for
         the rest; or a callable ``step(model)`` returning the step methods (e.g.
         ``lambda m: lattice_steps(m, step_class=LatticeGibbs)``).
-    output : folder for ``posterior.nc``, ``cells.csv``, ``summary.csv``, ``summary.txt``,
+    output
+        folder for ``posterior.nc``, ``cells.csv``, ``summary.csv``, ``summary.txt``
         ``fit.png`` (``None``: write nothing).
-    interval : probability of the per-cell equal-tailed intervals.
-    echo : a ``print``-like callable for a progress line (``None``: silent).
-    sample_options : further keywords of ``pm.sample`` (e.g. ``init="jitter+adapt_full"``).
+    interval
+        probability of the per-cell equal-tailed intervals.
+    echo
+        a ``print``-like callable for a progress line (``None``: silent).
+    sample_options
+        further keywords of ``pm.sample`` (e.g. ``init="jitter+adapt_full"``).
 
+    Notes
+    -----
     Continuous latents start at the release projected on the fibre (:func:`start_near_release`).
     """
     import arviz as az

@@ -86,21 +86,34 @@ class Release:
 
     Attributes
     ----------
-    y : released values in cell order (int64 for integer mechanisms).
-    mechanism : the mechanism object (transparent ones give the exact ``p(y | x)``).
-    invariant : the invariant ``C x = t`` kept exactly (with its ``t``), or ``None``.  Defaults
+    y
+        released values in cell order (int64 for integer mechanisms).
+    mechanism
+        the mechanism object (transparent ones give the exact ``p(y | x)``).
+    invariant
+        the invariant ``C x = t`` kept exactly (with its ``t``), or ``None``.  Defaults
         to ``mechanism.invariant``.
-    t : the published invariant values (defaults to ``invariant.t``).
-    shape : table shape when the cells form a table (C order), else ``None``.  Defaults to the
+    t
+        the published invariant values (defaults to ``invariant.t``).
+    shape
+        table shape when the cells form a table (C order), else ``None``.  Defaults to the
         table shape of a ``margins`` invariant.
-    ids : cell labels (``n`` of them), or ``(row labels, column labels)`` for a two-way table.
-    layout : how the cells sit in a CSV file (set for releases of or read from files).
-    mechanism_entry : the sidecar's mechanism entry, when known (else derived on writing).
-    provenance : privinfer version, creation time, input file name.
-    sampler : the curator's certified sampler (burn-in, TV threshold, ...) as recorded in a
+    ids
+        cell labels (``n`` of them), or ``(row labels, column labels)`` for a two-way table.
+    layout
+        how the cells sit in a CSV file (set for releases of or read from files).
+    mechanism_entry
+        the sidecar's mechanism entry, when known (else derived on writing).
+    provenance
+        privinfer version, creation time, input file name.
+    sampler
+        the curator's certified sampler (burn-in, TV threshold, ...) as recorded in a
         sidecar; a mechanism rebuilt from a file has not run its chain, so it cannot say.
-    ledger_entry : the id of the release's entry in the curator's privacy-loss ledger.
+    ledger_entry
+        the id of the release's entry in the curator's privacy-loss ledger.
 
+    Notes
+    -----
     Construction checks the lengths, integrality for integer mechanisms, and ``C y = t``
     (exactly for integer releases); a release that breaks its invariant cannot exist.
     """
