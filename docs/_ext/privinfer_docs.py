@@ -47,8 +47,8 @@ def _note_cell(name: str, executed_by: str):
 
     return nbformat.v4.new_markdown_cell(
         f"*This page is the notebook of `case_studies/{name}.py`, {executed_by}. "
-        f"Run it yourself with `privinfer case-study {name}` (add `--full` for the full settings), "
-        "or open the file as a notebook with jupytext.*")
+        f"Run it yourself with `privinfer case-study {name} --notebook` (an executed notebook; add "
+        "`--full` for the full settings), or open the file in Jupyter with jupytext.*")
 
 
 def _write_if_changed(path: pathlib.Path, text: str) -> None:
