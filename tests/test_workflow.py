@@ -218,3 +218,29 @@ def test_write_refuses_to_overwrite_unless_asked(tmp_path):
     second.write(tmp_path / "rel.csv", overwrite=True)
     np.testing.assert_array_equal(read_release(csv_path).y, second.y)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rel.csv", "rel.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("ids, shape, message", [
+    (["a", "b", "a", "c"], None, "cells 1 and 3 have the same label"),
+    (["a", "b", "c"], None, "3 labels for 4 cells"),
+    (["a", " ", "b", "c"], None, "cell 2 is blank"),
+    ((["r1", "r1"], ["c1", "c2"]), (2, 2), "rows 1 and 2 have the same label"),
+    ((["r1", "r2"], ["c1"]), (2, 2), "2 row labels and 2 column labels, not 2 and 1"),
+])
+def test_ids_must_identify_the_cells(ids, shape, message):
+    x = np.array([4, 7, 1, 9])
+    inv = I.margins((2, 2), [(0,), (1,)]) if shape else I.total(4)
+    secret = "a"  # a label is never echoed
+    with pytest.raises(ValueError) as exc:
+        make_release(x.reshape(shape) if shape else x, "generalized-laplace", invariant=inv, epsilon=1.0,
+                     rng=1, ids=ids)
+    msg = _one_line(exc)
+    assert message in msg and f"'{secret}'" not in msg
+
+
+def test_ids_are_checked_before_the_ledger_records_anything(tmp_path):
+    book = tmp_path / "ledger.json"
+    with pytest.raises(ValueError, match="same label"):
+        make_release(np.array([1, 2, 3]), "generalized-laplace", invariant=I.total(3), epsilon=1.0,
+                     ids=["a", "a", "b"], ledger=book, budget="epsilon=5")
+    assert not book.exists()  # refused before the ledger was opened: no key, no entry

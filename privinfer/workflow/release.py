@@ -46,7 +46,7 @@ from .files import METADATA_FORMAT, InvariantSpec, Layout, ReleaseFileError
 from .ledger import Ledger, as_ledger
 from .table_io import MAX_COUNT
 
-__all__ = ["Release", "make_release", "read_release", "release_counts_file"]
+__all__ = ["Release", "make_release", "read_release", "release_counts_file", "check_ids"]
 
 
 def _keeps(invariant: Invariant, y, t, integer: bool) -> bool:
@@ -186,6 +186,7 @@ class Release:
                 raise ValueError(f"table shape {shape} does not have {n} cells")
         if self.layout is not None and self.layout.n != n:
             raise ValueError(f"the layout has {self.layout.n} cells, the release {n}")
+        check_ids(self.ids, n, shape)
         set_("y", y)
         set_("invariant", inv)
         set_("t", t)
@@ -407,6 +408,7 @@ def make_release(x, mechanism, *, invariant=None, ids=None, rng=None, source=Non
                              "(or pass a mechanism name with invariant=)")
     if flat.size != mech.n:
         raise ValueError(f"x has {flat.size} cells but the mechanism acts on {mech.n}")
+    check_ids(ids, flat.size, shape if shape is not None else getattr(mech.invariant, "table_shape", None))
     as_float = flat.astype(float)
     if not np.all(np.isfinite(as_float)):
         raise ValueError("x contains non-finite entries (NaN or inf)")
@@ -451,6 +453,43 @@ def make_release(x, mechanism, *, invariant=None, ids=None, rng=None, source=Non
             ledger_entry = recorded.id
     return Release(y, mech, inv, t, shape=shape, ids=ids, mechanism_entry=entry, provenance=_provenance(source),
                    ledger_entry=ledger_entry)
+
+
+def _first_repeat(labels) -> tuple[int, int] | None:
+    seen = {}
+    for k, v in enumerate(labels):
+        if v in seen:
+            return seen[v], k
+        seen[v] = k
+    return None
+
+
+def check_ids(ids, n: int, shape=None) -> None:
+    """Cell ids must identify the cells: ``n`` distinct, non-blank labels, or for a two-way
+    table of ``shape`` (r, c) the pair ``(r row labels, c column labels)``, each distinct.
+    One-line ``ValueError`` naming positions, never the labels (they may be confidential)."""
+    if ids is None:
+        return
+    if isinstance(ids, (str, bytes)):
+        raise ValueError("ids: a sequence of cell labels, not one string")
+    ids = list(ids)
+    parts = [("cell", ids)]
+    if (shape is not None and len(shape) == 2 and len(ids) == 2 and n != 2
+            and all(not isinstance(p, (str, bytes)) and hasattr(p, "__len__") for p in ids)):
+        if (len(ids[0]), len(ids[1])) != tuple(shape):
+            raise ValueError(f"ids of a {shape[0]} x {shape[1]} table: {shape[0]} row labels and {shape[1]} "
+                             f"column labels, not {len(ids[0])} and {len(ids[1])}")
+        parts = [("row", list(ids[0])), ("column", list(ids[1]))]
+    elif len(ids) != n:
+        raise ValueError(f"ids: {len(ids)} labels for {n} cells")
+    for what, labels in parts:
+        text = [str(v).strip() for v in labels]
+        blank = next((k for k, v in enumerate(text) if not v), None)
+        if blank is not None:
+            raise ValueError(f"ids: the label of {what} {blank + 1} is blank")
+        rep = _first_repeat(text)
+        if rep is not None:
+            raise ValueError(f"ids: {what}s {rep[0] + 1} and {rep[1] + 1} have the same label (ids must be unique)")
 
 
 def _check_kept(inv, y, t, mech) -> None:
