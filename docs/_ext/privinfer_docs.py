@@ -576,7 +576,31 @@ def headings_to_rubrics(app, what, name, obj, options, lines):
             lines[i + 1] = ""
 
 
+#: Abbreviations of citations in the docstrings ("Def. 9", "Sec. 5.1", "et al. 2022"): a period
+#: after one of them does not end the one-line summary of the API tables.
+ABBREVIATIONS = ("Def", "Sec", "Alg", "Cor", "Prop", "Thm", "Lem", "Eq", "Eqs", "Fig", "Ex", "Rem", "App",
+                 "e.g", "i.e", "et al", "cf", "vs", "resp")
+_KEEP = "\ue000"  # a private-use character: not whitespace, so not a sentence end
+_ABBREV_RE = re.compile(r"(?<![\w.])(" + "|".join(re.escape(a) for a in ABBREVIATIONS) + r")\. ")
+
+
+def summary_keeping_abbreviations(extract):
+    """Wrap autosummary's ``extract_summary`` (first sentence of a docstring) so that citations
+    like "(Def. 9)" do not cut the sentence at "(Def."."""
+
+    def extract_summary(doc, document):
+        protected = [_ABBREV_RE.sub(lambda m: m.group(1) + "." + _KEEP, line) for line in doc]
+        return extract(protected, document).replace(_KEEP, " ")
+
+    return extract_summary
+
+
 def setup(app):
+    from sphinx.ext import autosummary
+
+    if not getattr(autosummary.extract_summary, "_privinfer", False):
+        autosummary.extract_summary = summary_keeping_abbreviations(autosummary.extract_summary)
+        autosummary.extract_summary._privinfer = True
     app.connect("autodoc-process-docstring", headings_to_rubrics)
     app.add_directive("mechanism-table", MechanismTable)
     app.add_directive("public-api", PublicApi)
