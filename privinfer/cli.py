@@ -10,7 +10,9 @@
     (:func:`privinfer.workflow.release.release_counts_file`, :mod:`privinfer.workflow.ledger`).
 ``privinfer fit RELEASE.csv --model county|contingency``
     fit a reference model (:mod:`privinfer.models`) to a release (:func:`privinfer.workflow.fit`);
-    writes the posterior (NetCDF), a per-cell summary and ArviZ's summary.
+    writes the posterior (NetCDF), a per-cell summary and ArviZ's summary.  A release made on
+    Dask (its sidecar's format ``privinfer-frame-release/1``) is fitted group by group, here or
+    with ``--workers`` / ``--scheduler`` on a cluster (:mod:`privinfer.scaleout.fitfile`).
 ``privinfer case-study NAME [--full]``
     run one of the case studies shipped as :mod:`privinfer.case_studies`.
 
@@ -200,13 +202,18 @@ def build_parser() -> argparse.ArgumentParser:
         "the mechanism and the invariant). Writes posterior.nc (ArviZ NetCDF), cells.csv (per-cell "
         "posterior summary), summary.csv and summary.txt (ArviZ summary) and fit.png (posterior "
         "intervals against the release, one panel per group)."))
-    f.add_argument("release", help="release CSV written by 'privinfer release'")
+    f.add_argument("release", help="release written by 'privinfer release' (CSV; or a Parquet folder made on Dask)")
     f.add_argument("--metadata", default=None, help="metadata sidecar (default RELEASE with .json)")
     f.add_argument("--model", choices=["county", "contingency"], default="county",
                    help="county (counts within totals/groups) or contingency (two-way table; default county)")
     _add_sampling(f, 1000, 1000)
     f.add_argument("--output", default=os.path.join("privinfer-output", "fit"),
                    help="output folder (default ./privinfer-output/fit)")
+    f.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="a release made on Dask: fit its groups on a local Dask cluster of N processes "
+                   "(the scale extra; without this option, or --scheduler, in this process)")
+    f.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="a release made on Dask: fit its groups on the Dask cluster at ADDRESS (tcp://host:8786)")
 
     c = sub.add_parser("case-study", help=SUBCOMMANDS["case-study"],
                        description="Run a case study shipped with privinfer (small settings unless --full).")
@@ -267,6 +274,15 @@ def cmd_release(args) -> int:
 
 
 def cmd_fit(args) -> int:
+    from .scaleout.readback import is_frame_release
+
+    if is_frame_release(args.release, args.metadata):  # made group by group on Dask: fitted per group
+        from .scaleout.fitfile import command_fit
+
+        return command_fit(args)
+    if args.workers is not None or args.scheduler is not None:
+        raise CliError("--workers/--scheduler fit a release made on Dask (privinfer release --workers/--scheduler); "
+                       "this release is fitted in this process: leave them out")
     from .workflow import fit, read_release
 
     rel = read_release(args.release, args.metadata)

@@ -37,8 +37,8 @@ def check_columns(columns, value: str, group: str, source: str | None = None) ->
                                "the groups")
 
 
-def _check(series):
-    return check_counts(series, integer=True, nonnegative=True)
+def _check(series, nonnegative: bool = True):
+    return check_counts(series, integer=True, nonnegative=nonnegative)
 
 
 def block_counts(block: pd.DataFrame, value: str) -> np.ndarray:
@@ -57,10 +57,11 @@ def _blank_group(s: pd.Series) -> int | None:
     return min(hits) if hits else None
 
 
-def survey_block(block: pd.DataFrame, value: str, group: str) -> dict:
+def survey_block(block: pd.DataFrame, value: str, group: str, *, nonnegative: bool = True) -> dict:
     """One partition's part of pass 1: its length, whether its counts break a rule, the sum
-    of their magnitudes, its first blank group label, and its rows and count sum per group."""
-    chk = _check(block[value])
+    of their magnitudes, its first blank group label, and its rows and count sum per group.
+    ``nonnegative=False`` reads released counts (noise may make them negative)."""
+    chk = _check(block[value], nonnegative)
     out = {"n": len(block), "count_problem": chk.problem is not None, "magnitude": int(chk.magnitude),
            "blank_group": None, "table": None}
     if chk.problem is not None:
@@ -75,13 +76,15 @@ def survey_block(block: pd.DataFrame, value: str, group: str) -> dict:
     return out
 
 
-def raise_first_problem(surveys, partition, value: str, group: str, source: str | None = None) -> None:
-    """Raise the first problem of the input whose partitions were surveyed as ``surveys``;
-    ``partition(p)`` returns the count column of partition ``p`` (to check it again)."""
+def raise_first_problem(surveys, partition, value: str, group: str, source: str | None = None, *,
+                        nonnegative: bool = True) -> None:
+    """Raise the first problem of the input whose partitions were surveyed as ``surveys``
+    (with the same ``nonnegative``); ``partition(p)`` returns the count column of partition
+    ``p`` (to check it again)."""
     offset, total = 0, 0
     for p, s in enumerate(surveys):
         if s["count_problem"] or total + s["magnitude"] > MAX_COUNT:
-            chk = check_counts(partition(p), integer=True, nonnegative=True, total_before=total)
+            chk = check_counts(partition(p), integer=True, nonnegative=nonnegative, total_before=total)
             chk.raise_problem(lambda i: cell_where(source, offset + i + 1, value))
             raise RuntimeError("internal error: a partition's problem was not found again")
         offset += s["n"]
