@@ -45,8 +45,8 @@ def releases(client, tmp_path_factory):
     pd.DataFrame({"name": [f"b{i}" for i in range(len(POP))], "state": STATE, "pop": POP}).to_parquet(src, index=False)
     out = {}
     for suffix in ("csv", "parquet"):
-        _, dst, meta = release_file(src, d / f"release-{suffix}.{suffix}", invariant="groups:state", column="pop", seed=3,
-                                    epsilon=0.2, scheduler=client.scheduler.address, ledger=None)
+        _, dst, meta = release_file(src, d / f"release-{suffix}.{suffix}", invariant="groups:state", column="pop",
+                                    seed=3, epsilon=0.2, scheduler=client.scheduler.address, ledger=None)
         out[suffix] = (dst, meta)
     return out
 

@@ -60,7 +60,8 @@ def _row_of_cells(codes: np.ndarray, cell_group_codes: np.ndarray) -> np.ndarray
 
 
 def fit_frame_release(released: FrameRelease, model="county", *, client=None, draws: int = 1000, tune: int = 1000,
-                      chains: int = 2, cores: int = 1, seed: int | None = None, output=None, interval: float = INTERVAL, echo=None) -> FitResult:
+                      chains: int = 2, cores: int = 1, seed: int | None = None, output=None,
+                      interval: float = INTERVAL, echo=None) -> FitResult:
     """Fit ``model`` per group to ``released`` (module docstring) and summarize the cells in row order.
 
     The frame's columns other than the counts identify the cells (a frame read by
