@@ -292,6 +292,9 @@ def test_fit_groups_on_the_cluster(client):
     # every posterior draw keeps each state's published total exactly
     assert np.all(x[:, :4].sum(axis=1) == 5100) and np.all(x[:, 4:].sum(axis=1) == 5400)
     assert list(post["cell_group"].values) == ["A"] * 4 + ["B"] * 3
+    # the only coordinates along the cells: their position and their group (no per-group labels
+    # such as "cell 1".."cell 4" that would repeat across groups)
+    assert set(post["x"].coords) - {"chain", "draw"} == {"cell", "cell_group"}
 
 
 def _counts_csv(path, n_groups=5, seed=0):

@@ -114,7 +114,9 @@ def fit_groups(released: FrameRelease, *, model="county", client=None, groups=No
         for v in cell_vars:
             da = post[v]
             dim = [d for d in da.dims if d not in ("chain", "draw")][0]
-            da = da.rename({dim: "cell"}).drop_vars("cell", errors="ignore")
+            # the group's own cell labels (its Release has no ids: "cell 1".."cell k") would
+            # repeat across groups: keep only the position and the group
+            da = da.rename({dim: "cell"}).reset_coords(drop=True).drop_vars("cell", errors="ignore")
             per_cell.setdefault(v, []).append(
                 da.assign_coords(cell_group=("cell", np.full(size, k, dtype=object))))
         rest = post.drop_vars(cell_vars)
