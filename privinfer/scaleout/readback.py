@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..workflow.errors import ReleaseFileError
-from ..workflow.files import metadata_path_for
+from ..workflow.files import metadata_path_for, read_sidecar
 from ..workflow.table_io import check_counts, missing_column
 from .files import SIDECAR_FORMAT, read_frame
 from .frames import FrameRelease, is_dask_frame
@@ -63,19 +63,10 @@ def is_frame_release(path, metadata=None) -> bool:
 
 
 def _read_sidecar(p: Path) -> dict:
-    if not p.exists():
-        raise FileNotFoundError(f"metadata file not found: {p} (written by privinfer release beside the release; "
-                                "or pass --metadata)")
-    try:
-        meta = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ReleaseFileError(f"{p.name}: not a JSON metadata file") from None
-    if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
-        raise ReleaseFileError(f"{p.name}: not a metadata file of a release made on Dask in a format this version "
-                               f"reads ({SIDECAR_FORMAT})")
-    for key in ("value_column", "group_column", "label_columns", "n", "integer", "mechanism", "invariant"):
-        if key not in meta:
-            raise ReleaseFileError(f"{p.name}: metadata has no '{key}' entry")
+    meta = read_sidecar(p, SIDECAR_FORMAT,
+                        ("value_column", "group_column", "label_columns", "n", "integer", "mechanism", "invariant"),
+                        beside="release", wrong_format="not a metadata file of a release made on Dask in a format "
+                        f"this version reads ({SIDECAR_FORMAT})")
     strings = [meta["value_column"], meta["group_column"]]
     labels = meta["label_columns"]
     if not all(isinstance(c, str) for c in strings) or not isinstance(labels, list) or \

@@ -456,21 +456,32 @@ def write_metadata(path, meta: dict, *, overwrite: bool = False) -> Path:
     return p
 
 
-def read_metadata(path) -> dict:
-    """Read a sidecar and check its format tag and required entries."""
+def read_sidecar(path, format_tag: str, required, *, beside: str, wrong_format: str) -> dict:
+    """Read a JSON sidecar: it exists, is a JSON object whose ``format`` is ``format_tag``,
+    and has every ``required`` entry; one-line errors otherwise (``beside``: what the release
+    command writes it beside; ``wrong_format``: the message for another format)."""
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"metadata file not found: {p} (written by privinfer release beside the CSV; "
+        raise FileNotFoundError(f"metadata file not found: {p} (written by privinfer release beside the {beside}; "
                                 "or pass --metadata)")
     try:
         meta = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ReleaseFileError(f"{p.name}: not a JSON metadata file") from None
-    if not isinstance(meta, dict) or meta.get("format") != METADATA_FORMAT:
-        raise ReleaseFileError(f"{p.name}: not a privinfer release metadata file (format {METADATA_FORMAT})")
-    for key in ("layout", "value_columns", "n", "integer", "mechanism", "invariant"):
+    if not isinstance(meta, dict) or meta.get("format") != format_tag:
+        raise ReleaseFileError(f"{p.name}: {wrong_format}")
+    for key in required:
         if key not in meta:
             raise ReleaseFileError(f"{p.name}: metadata has no '{key}' entry")
+    return meta
+
+
+def read_metadata(path) -> dict:
+    """Read a sidecar and check its format tag and required entries."""
+    p = Path(path)
+    meta = read_sidecar(p, METADATA_FORMAT, ("layout", "value_columns", "n", "integer", "mechanism", "invariant"),
+                        beside="CSV",
+                        wrong_format=f"not a privinfer release metadata file (format {METADATA_FORMAT})")
     if not isinstance(meta["invariant"], dict) or not isinstance(meta["mechanism"], dict):
         raise ReleaseFileError(f"{p.name}: metadata entries 'invariant' and 'mechanism' must be objects")
     return meta
