@@ -18,6 +18,8 @@
     exact samplers of product laws restricted to the lattice (no Markov chain)
 ``block``
     block updates of independent cells given their group sums (tree FFBS + MH)
+``nested``
+    block updates under nested sum constraints with potentials on the intermediate sums
 
 Nothing here imports PyMC; the PyMC step methods built on these kernels live in
 :mod:`privinfer.pymc`.
@@ -86,9 +88,11 @@ from .moves import (
     moves_for,
     sweep_order,
 )
+from .nested import NestedSumSampler, NestedTree, nested_block_kernel
 
 __all__ = [
     "LOG_DROP", "GroupTree", "GroupSumSampler", "BlockInfo", "block_kernel", "separable_cell_logp", "SeparableCells", "unimodal_windows",
+    "NestedTree", "NestedSumSampler", "nested_block_kernel",
     "BurnInCertificate", "certify_burn_in", "coupled_sweep", "iterations_to_threshold",
     "maximal_coupling_double_geometric", "sample_meeting_times", "tv_upper_bound",
     "CellSum", "WholeVector", "LinearQueries", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",

@@ -370,14 +370,12 @@ class GroupSumSampler:
     Notes
     -----
     :meth:`sample` draws, :meth:`log_q` scores a state under the same proposal law; both
-    work group-wise (``totals`` per group).
+    work group-wise (``totals`` per group).  :meth:`from_tables` builds the same sampler
+    from given leaf probability tables instead of cell weights.
     """
 
     def __init__(self, tree: GroupTree, cell_logp: Callable, lo, hi, *, floor: float = TABLE_FLOOR):
         self.tree = tree
-        # single precision (round-off ~1e-7 of a row's maximum) is enough for tables cut at
-        # 1e-6 or above; the proposal law is whatever the tables say, so exactness is untouched
-        self.fft_dtype = np.float32 if floor >= 1e-6 else np.float64
         n = tree.n
         lo = np.asarray(lo, dtype=np.int64)
         hi = np.asarray(hi, dtype=np.int64)
@@ -400,8 +398,57 @@ class GroupSumSampler:
             raise ValueError("a cell has no mass in its window")
         logw -= top
         P0 = np.exp(logw, out=logw)
-        self.levels = [_Level(P0, lo[order].copy())]
-        for left, right in tree.levels:
+        self._build(P0, lo[order].copy(), floor)
+
+    @classmethod
+    def from_tables(cls, tree: GroupTree, P, off, *, floor: float = TABLE_FLOOR) -> "GroupSumSampler":
+        r"""A sampler whose leaves carry given probability tables instead of cell weights.
+
+        ``P`` has shape ``(tree.n, W)``: row ``i`` is proportional to the probability that
+        leaf ``i`` (cell order, as in ``tree.codes``) takes the value ``off[i] + j``,
+        ``j = 0..W-1`` (non-negative and finite, with a positive entry; values outside the
+        row have probability 0).  Each row is scaled to maximum 1 and its entries below
+        ``floor`` are dropped, the rule of the internal nodes; the tree above the leaves is
+        built exactly as in the constructor, and :meth:`sample` / :meth:`log_q` mean the
+        same with these leaf laws in place of the cells' ``exp(w_i)``.  ``lo`` / ``hi``
+        are then the ends of each leaf's remaining support and ``cell_logp`` is ``None``.
+        Used to stack samplers (:mod:`privinfer.lattice.nested`: a unit's table becomes a
+        leaf of the next level).
+        """
+        n = tree.n
+        P = np.array(P, dtype=np.float64)
+        off = np.asarray(off)
+        if P.ndim != 2 or P.shape[0] != n or P.shape[1] == 0:
+            raise ValueError(f"leaf tables must have shape ({n}, W) with W >= 1")
+        if off.shape != (n,) or off.dtype.kind not in "iu":
+            raise ValueError(f"table offsets must be an integer vector of shape ({n},)")
+        if not np.all(np.isfinite(P)) or np.any(P < 0):
+            raise ValueError("leaf tables must be finite and non-negative")
+        if np.any(P.max(axis=1) <= 0):
+            raise ValueError("every leaf table needs a positive entry")
+        self = cls.__new__(cls)
+        self.tree = tree
+        self.cell_logp = None
+        order = tree.order
+        P0, off0 = _trim(P[order], off.astype(np.int64)[order], floor)
+        nz = P0 > 0
+        first = np.argmax(nz, axis=1)
+        last = P0.shape[1] - 1 - np.argmax(nz[:, ::-1], axis=1)
+        lo = np.empty(n, dtype=np.int64)
+        hi = np.empty(n, dtype=np.int64)
+        lo[order] = off0 + first
+        hi[order] = off0 + last
+        self.lo, self.hi = lo, hi
+        self._build(P0, off0, floor)
+        return self
+
+    def _build(self, P0, off0, floor):
+        """The tables of every level from the leaves' (``P0``, ``off0``, leaf order)."""
+        # single precision (round-off ~1e-7 of a row's maximum) is enough for tables cut at
+        # 1e-6 or above; the proposal law is whatever the tables say, so exactness is untouched
+        self.fft_dtype = np.float32 if floor >= 1e-6 else np.float64
+        self.levels = [_Level(P0, off0)]
+        for left, right in self.tree.levels:
             prev = self.levels[-1]
             has = right >= 0
             A = prev.P[left]
