@@ -115,7 +115,8 @@ def _add_release_arguments(r, mechanisms) -> None:
     data.add_argument("--column", default=None, help="column of counts (column layout; default the last column)")
     data.add_argument("--id", default=None, metavar="COLUMN",
                       help="the column that identifies each row (unique, copied to the release even if it holds "
-                      "numbers); default: every column without numbers is copied")
+                      "numbers); default: the id columns are copied -- every column without numbers, zero-padded "
+                      "codes (01001) and columns named geoid, fips, gisjoin, id or *_id, kept as text")
     data.add_argument("--keep", action="append", default=[], metavar="COLUMN",
                       help="copy exactly these columns to the release (repeatable)")
     data.add_argument("--encoding", default="utf-8",
@@ -185,8 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("release", help=SUBCOMMANDS["release"], description=(
         "Privatize the counts in a CSV or Parquet file keeping an invariant exactly. Writes the release "
-        "(CSV, same layout: the label columns -- by default every column without numbers, or --id / "
-        "--keep -- and the released counts) and a JSON metadata sidecar (mechanism, guarantee, "
+        "(CSV, same layout: the label columns -- by default every column without numbers, of zero-padded "
+        "codes or named like an id (geoid, fips, gisjoin, id, *_id), or --id / --keep -- and the released counts) and a JSON metadata sidecar (mechanism, guarantee, "
         "invariant values t, ledger entry; never the input values nor the seed), and records the "
         "release in a privacy-loss ledger. Existing outputs are kept unless --force."),
         epilog="mechanisms: " + "; ".join(f"{k}: {v.params}" for k, v in MECHANISMS.items()))

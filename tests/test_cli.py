@@ -1,6 +1,7 @@
 """The ``privinfer`` command: release/fit round trips, one-line errors, case studies, the demo."""
 
 import csv
+import io
 import json
 import os
 import pathlib
@@ -242,23 +243,104 @@ def test_release_long_table_margins(tmp_path, capsys):
 
 
 def test_id_column_with_numbers_is_kept_when_named(tmp_path, capsys):
-    src = write_csv(tmp_path / "fips.csv", ["GEOID", "name", "pop", "area"],
+    src = write_csv(tmp_path / "codes.csv", ["code", "name", "pop", "area"],
                     [["21001", "Adair", 18656, 407], ["21003", "Allen", 19956, 344], ["21005", "Anderson", 21421, 201]])
     rc, out, err = run(["release", src, tmp_path / "a.csv", "--column", "pop", "--epsilon", "1", "--seed", "1"], capsys)
     assert rc == 0, err
-    assert read_csv(tmp_path / "a.csv")[0] == ["name", "pop"]  # GEOID and area hold numbers: not copied
-    assert "not copied" in out and "'GEOID', 'area'" in out
-    rc, out, err = run(["release", src, tmp_path / "b.csv", "--column", "pop", "--id", "GEOID", "--epsilon", "1",
+    # 'code' and 'area' hold numbers without a leading zero under names that are not id names
+    assert read_csv(tmp_path / "a.csv")[0] == ["name", "pop"]
+    assert "not copied" in out and "'code', 'area'" in out
+    rc, out, err = run(["release", src, tmp_path / "b.csv", "--column", "pop", "--id", "code", "--epsilon", "1",
                         "--seed", "1"], capsys)
     assert rc == 0, err
     header, rows = read_csv(tmp_path / "b.csv")
-    assert header == ["GEOID", "pop"] and [r[0] for r in rows] == ["21001", "21003", "21005"]  # text, as given
+    assert header == ["code", "pop"] and [r[0] for r in rows] == ["21001", "21003", "21005"]  # text, as given
     meta = json.loads((tmp_path / "b.json").read_text())
-    assert meta["label_columns"] == ["GEOID"]
+    assert meta["label_columns"] == ["code"]
     from privinfer.workflow import read_release
 
     back = read_release(tmp_path / "b.csv")
-    assert back.cell_ids() == (["GEOID"], [("21001",), ("21003",), ("21005",)])
+    assert back.cell_ids() == (["code"], [("21001",), ("21003",), ("21005",)])
+
+
+# Alabama and Alaska counties as the Census writes them: FIPS codes zero-padded to their width.
+FIPS_COUNTIES = [("01", "001", "01001", 54571, 20221), ("01", "003", "01003", 182265, 73180),
+                 ("01", "005", "01005", 27457, 9820), ("02", "013", "02013", 3141, 1113),
+                 ("02", "016", "02016", 5561, 1964)]
+
+
+def test_zero_padded_codes_and_id_names_are_kept_as_text(tmp_path, capsys):
+    src = write_csv(tmp_path / "fips.csv", ["state", "county", "geoid", "population", "households"],
+                    FIPS_COUNTIES)
+    out = tmp_path / "rel.csv"
+    rc, stdout, err = run(["release", src, out, "--invariant", "groups:state", "--column", "population",
+                           "--epsilon", "1", "--seed", "2"], capsys)
+    assert rc == 0, err
+    header, rows = read_csv(out)
+    # state, county and geoid are zero-padded codes: ids, written with their leading zeros;
+    # households holds counts: not copied
+    assert header == ["state", "county", "geoid", "population"]
+    assert [tuple(r[:3]) for r in rows] == [c[:3] for c in FIPS_COUNTIES]
+    assert "not copied" in stdout and "'households'" in stdout
+    meta = json.loads((tmp_path / "rel.json").read_text())
+    assert meta["label_columns"] == ["state", "county", "geoid"]
+    from privinfer.workflow import read_release
+    from privinfer.workflow.fitting import FitResult
+
+    back = read_release(out)
+    names, ids = back.cell_ids()
+    assert names == ["state", "county", "geoid"] and ids == [c[:3] for c in FIPS_COUNTIES]
+    # cells.csv of a fit starts with the same ids, as text
+    y = back.y.astype(float)
+    result = FitResult("county", 0, back.labels, back.y, y, 0 * y, y, y, 1.0, 100.0, cell_ids=back.cell_ids())
+    import pandas as pd
+
+    cells = pd.read_csv(io.StringIO(result.cells_table()), dtype=str)
+    assert cells["geoid"].tolist() == [c[2] for c in FIPS_COUNTIES]
+    assert cells["county"].tolist() == [c[1] for c in FIPS_COUNTIES]
+
+    # an id name keeps a column of plain numbers (its zeros already lost); any case, *_id too
+    src = write_csv(tmp_path / "named.csv", ["GEOID", "Tract_ID", "area", "pop"],
+                    [[1001, 20100, 407, 54571], [1003, 10100, 344, 182265], [1005, 950100, 201, 27457]])
+    rc, stdout, err = run(["release", src, tmp_path / "n.csv", "--epsilon", "1", "--seed", "3"], capsys)
+    assert rc == 0, err
+    header, rows = read_csv(tmp_path / "n.csv")
+    assert header == ["GEOID", "Tract_ID", "pop"] and [r[1] for r in rows] == ["20100", "10100", "950100"]
+    assert "'area'" in stdout
+
+
+@pytest.mark.parametrize("cells,padded", [
+    (["01001", "01003", "02013"], True),
+    (["01001", "", "02013"], True),              # a blank cell is a missing code
+    (["21001", "21003"], False),                 # no leading zero: could be counts
+    (["0012", "12"], False),                     # two widths: numbers, one written with zeros
+    (["0", "3", "7"], False),                    # one digit: a zero count is not a code
+    (["01", "1.5"], False), (["01", "-02"], False), (["01", "AB"], False),
+])
+def test_zero_padded_rule(cells, padded):
+    import pandas as pd
+
+    from privinfer.workflow.table_io import is_id_column, survey_codes
+
+    assert survey_codes(cells).zero_padded is padded
+    assert is_id_column("value", cells) is (padded or not any(c.replace(".", "").lstrip("-").isdigit()
+                                                              for c in cells))
+    # parts of a column surveyed apart add up to the survey of the whole column
+    halves = survey_codes(cells[:1]) | survey_codes(cells[1:])
+    assert halves.zero_padded is padded
+    # a typed numeric column has lost its zeros: numbers, not codes
+    assert not survey_codes(pd.Series([1001, 1003])).zero_padded
+
+
+@pytest.mark.parametrize("name,is_id", [("geoid", True), ("GEOID", True), ("Fips", True), ("GISJOIN", True),
+                                        ("id", True), (" ID ", True), ("block_id", True), ("Tract_ID", True),
+                                        ("idx", False), ("paid", False), ("geoid10", False), ("population", False),
+                                        ("identifier", False), ("blockid", False)])
+def test_id_names(name, is_id):
+    from privinfer.workflow.table_io import id_name, is_id_column
+
+    assert id_name(name) is is_id
+    assert is_id_column(name, ["18656", "19956"]) is is_id
 
 
 def test_parquet_input_keeps_ids(tmp_path, capsys):

@@ -21,7 +21,7 @@ from privinfer.mechanisms import build  # noqa: E402
 from privinfer.scaleout import fit_groups, read_frame, release_file, release_frame, write_frame  # noqa: E402
 from privinfer.workflow import BudgetExceededError, Ledger, LedgerError, ReleaseFileError  # noqa: E402
 from privinfer.workflow.release import release_counts_file  # noqa: E402
-from privinfer.workflow.table_io import cell_text, check_counts  # noqa: E402
+from privinfer.workflow.table_io import cell_text, check_counts, survey_codes  # noqa: E402
 
 SCATTERED = "ignore:groups are scattered"
 
@@ -455,3 +455,43 @@ def test_encoding(client, tmp_path, capsys):
     assert _cli([src, tmp_path / "q.csv", "--invariant", "groups:state", "--epsilon", "1", "--encoding", "klingon"],
                 address) == 2
     assert "unknown text encoding 'klingon'" in capsys.readouterr().err
+
+
+# Counties as the Census writes them (FIPS codes zero-padded to their width); the first rows hold
+# no leading zero in 'county', so the first partition alone would read it as numbers.
+FIPS_ROWS = [("01", "101", "01101", 229363, 86068), ("01", "103", "01103", 119490, 46027),
+             ("01", "105", "01105", 10591, 3785), ("10", "001", "10001", 162310, 59900),
+             ("10", "003", "10003", 538479, 202650), ("02", "013", "02013", 3141, 1113),
+             ("02", "016", "02016", 5561, 1964)]
+
+
+def test_zero_padded_codes_and_id_names_as_the_normal_path(client, tmp_path, monkeypatch):
+    import privinfer.scaleout.files as files
+    from privinfer.scaleout import read_frame_release
+
+    address = client.scheduler.address
+    src = tmp_path / "fips.csv"
+    pd.DataFrame(FIPS_ROWS, columns=["state", "county", "geoid", "population", "households"]).astype(str) \
+        .to_csv(src, index=False)
+    monkeypatch.setattr(files, "CSV_BLOCKSIZE", 64)  # a few rows per partition
+    parts = read_frame(src, dask=True)
+    assert parts.npartitions >= 3
+    # the rule must look at the whole column: its first partition alone holds no leading zero
+    assert not survey_codes(parts.get_partition(0)["county"].compute()).zero_padded
+    normal, _, _ = release_counts_file(src, tmp_path / "n.csv", invariant="groups:state", column="population",
+                                       epsilon=0.5, ledger=None)
+    ids = [r[:3] for r in FIPS_ROWS]
+    assert normal.cell_ids() == (["state", "county", "geoid"], ids)
+    for out in (tmp_path / "d.csv", tmp_path / "p.parquet"):
+        rel, dst, meta_path = release_file(src, out, invariant="groups:state", column="population", epsilon=0.5,
+                                           seed=1, scheduler=address, ledger=None)
+        meta = json.loads(meta_path.read_text())
+        # zero-padded codes over all partitions together are ids; households holds counts
+        assert meta["label_columns"] == ["state", "county", "geoid"]
+        assert meta["not_copied"] == normal.layout.not_copied == ["households"]
+        got = read_frame(dst)  # CSV read as text; the Parquet columns were written as text
+        assert list(got.columns) == ["state", "county", "geoid", "population"]
+        assert list(zip(got["state"], got["county"], got["geoid"])) == ids
+        back = read_frame_release(dst)
+        assert list(zip(back.frame["county"], back.frame["geoid"])) == [r[1:3] for r in ids]
+        assert list(back.totals.index) == ["01", "10", "02"]  # group keys keep their zeros too

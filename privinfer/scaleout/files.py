@@ -12,11 +12,14 @@ it with :func:`~privinfer.scaleout.release_frame` (invariant ``groups:COLUMN``).
 the rules of every ``privinfer release`` (:func:`privinfer.workflow.release.release_counts_file`):
 
 * *columns*: the release holds the label columns -- the group column and the identifying
-  columns chosen as :mod:`privinfer.workflow.files` chooses them (default: every other column
-  without a number in it; ``id_column`` / ``--id``; ``keep`` / ``--keep``), in input order --
-  then the released counts; a column left out because it holds numbers is listed in the
-  sidecar (``not_copied``); blank and duplicate ids are refused, naming the data rows (a
-  distributed count of row hashes finds repeated ids without gathering them);
+  columns chosen as :mod:`privinfer.workflow.files` chooses them (default: every other id
+  column -- no number in it, zero-padded codes such as ``01001`` across all partitions, or an
+  id name such as ``GEOID`` or ``*_id``, :func:`~privinfer.workflow.table_io.is_id_column`;
+  ``id_column`` / ``--id``; ``keep`` / ``--keep``), in input order -- then the released
+  counts; CSV cells are read as text, so codes keep their leading zeros; a column left out
+  because it holds numbers is listed in the sidecar (``not_copied``); blank and duplicate ids
+  are refused, naming the data rows (a distributed count of row hashes finds repeated ids
+  without gathering them);
 * *errors*: the workflow's one-line messages, never a value (:mod:`.survey`); CSV text in
   ``encoding`` (``--encoding``), bytes that do not decode refused;
 * *files*: existing outputs are refused before anything is read unless ``force``
@@ -48,8 +51,8 @@ from ..workflow.atomic import commit_staged, refuse_existing, stage, stage_path
 from ..workflow.errors import ReleaseFileError
 from ..workflow.files import DEFAULT_IDS_HINT, InvariantSpec, duplicate_ids, format_metadata
 from ..workflow.ledger import Ledger, as_ledger
-from ..workflow.table_io import (blank_text, cell_where, first_blank, holds_numbers, missing_column, quote_name,
-                                 text_encoding, undecodable_text)
+from ..workflow.table_io import (CodeSurvey, blank_text, cell_where, first_blank, holds_numbers, id_name,
+                                 missing_column, quote_name, survey_codes, text_encoding, undecodable_text)
 from .frames import FrameRelease, is_dask_frame, release_frame
 from .groups import GroupMechanism
 
@@ -178,9 +181,27 @@ def _strip_text(block: pd.DataFrame) -> pd.DataFrame:
 
 
 def _label_survey(block: pd.DataFrame, candidates, id_column) -> dict:
-    """One partition: its length, which ``candidates`` hold numbers, its first blank id."""
-    return {"n": len(block), "numbers": [c for c in candidates if holds_numbers(block[c])],
+    """One partition: its length, which ``candidates`` hold numbers (with the
+    :class:`~privinfer.workflow.table_io.CodeSurvey` of each, to tell zero-padded codes over
+    the whole column), its first blank id."""
+    numbers = [c for c in candidates if holds_numbers(block[c])]
+    return {"n": len(block), "numbers": numbers, "codes": {c: survey_codes(block[c]) for c in candidates},
             "blank_id": first_blank(block[id_column]) if id_column is not None else None}
+
+
+def _not_ids(candidates, surveys) -> set:
+    """The ``candidates`` that are not id columns (:func:`~privinfer.workflow.table_io.is_id_column`
+    on the whole column, from the partitions' surveys): numbers in some partition, an ordinary
+    name, and not zero-padded codes over all partitions together."""
+    numbers = {c for s in surveys for c in s["numbers"]}
+    out = set()
+    for c in numbers:
+        codes = CodeSurvey()
+        for s in surveys:
+            codes = codes | s["codes"][c]
+        if not (id_name(c) or codes.zero_padded):
+            out.add(c)
+    return out
 
 
 def _row_hashes(block: pd.DataFrame) -> pd.Series:
@@ -247,7 +268,7 @@ def _label_columns(frame, src, value, group, keep, id_column):
             if s["blank_id"] is not None:
                 raise ReleaseFileError(cell_where(name, offset + s["blank_id"] + 1, id_column) + blank_text("an id"))
             offset += s["n"]
-    numbers = {c for s in surveys for c in s["numbers"]}
+    numbers = _not_ids(candidates, surveys)
     not_copied = [c for c in candidates if c in numbers]
     extra = [c for c in candidates if c not in numbers] if default else [c for c in named if c != group]
     labels = [c for c in cols if c == group or c in extra]

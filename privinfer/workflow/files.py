@@ -11,9 +11,13 @@ Input layouts
 label columns: the group column of ``groups:COLUMN``, the row and column label columns of
 ``margins:ROW,COL`` (a two-way table in long form), and the columns that identify the cells:
 
-* by default every other column that holds no number, in input order (a column with a number
-  in it may hold confidential counts, so it is never copied unless named; the release
-  records which columns were left out, :attr:`Layout.not_copied`);
+* by default every other column that is an id column, in input order: a column that holds
+  no number, a column of zero-padded codes (digit strings of one width with a leading zero
+  somewhere, e.g. county FIPS ``01001``), or a column whose name says it holds ids
+  (``geoid``, ``fips``, ``gisjoin``, ``id`` or ``*_id``, any case) -- :func:`~privinfer.workflow.table_io.is_id_column`.
+  Cells are read as text, so such ids keep their leading zeros in the release.  Any other
+  column with a number in it may hold confidential counts, so it is never copied unless
+  named; the release records which columns were left out, :attr:`Layout.not_copied`;
 * ``id_column`` (``--id``): that column (numbers allowed), instead of the default;
 * ``keep`` (``--keep``): exactly these columns (with ``id_column`` if also given).
 
@@ -51,7 +55,7 @@ from .. import invariants as I
 from ..invariants import Invariant
 from .atomic import write_files
 from .errors import OutputExistsError, ReleaseFileError
-from .table_io import (PARQUET_SUFFIXES, RawTable, blank_text, first_blank, holds_numbers, list_names, parse_counts,
+from .table_io import (PARQUET_SUFFIXES, RawTable, blank_text, first_blank, is_id_column, list_names, parse_counts,
                        quote_name, read_table)
 
 __all__ = [
@@ -152,7 +156,7 @@ class Layout:
     row_labels: list[str] = field(default_factory=list)
     col_labels: list[str] = field(default_factory=list)
     group_labels: list[str] = field(default_factory=list)  # per cell, for groups
-    not_copied: list[str] = field(default_factory=list)  # input columns holding numbers, left out
+    not_copied: list[str] = field(default_factory=list)  # input columns holding numbers (not ids), left out
 
     @property
     def n(self) -> int:
@@ -242,7 +246,7 @@ def _labels(table: RawTable, j: int, what: str) -> list[str]:
     return cells
 
 
-#: Said when the default identifying columns (every column without numbers) repeat a row's labels.
+#: Said when the default identifying columns (the id columns, module docstring) repeat a row's labels.
 DEFAULT_IDS_HINT = " (name an id column with --id, or the columns to copy with --keep)"
 
 
@@ -319,7 +323,7 @@ def read_counts(path, spec: InvariantSpec, value_column: str | None = None, *, i
         for j, h in enumerate(header):
             if j == vj or h in label_cols:
                 continue
-            (not_copied if holds_numbers(table.column(j)) else extra).append(h)
+            (extra if is_id_column(h, table.column(j)) else not_copied).append(h)
     lj = sorted({table.index(c) for c in label_cols + extra})  # input order
     out_labels = [header[j] for j in lj]
     if id_column is not None:

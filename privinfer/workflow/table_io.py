@@ -46,7 +46,8 @@ import numpy as np
 
 from .errors import ReleaseFileError
 
-__all__ = ["RawTable", "read_table", "parse_counts", "holds_numbers", "quote_name", "list_names", "MAX_COUNT",
+__all__ = ["RawTable", "read_table", "parse_counts", "holds_numbers", "id_name", "CodeSurvey", "survey_codes",
+           "is_id_column", "quote_name", "list_names", "MAX_COUNT",
            "PARQUET_SUFFIXES", "CountCheck", "check_counts", "cell_text", "first_blank", "blank_text", "cell_where",
            "missing_column", "text_encoding", "undecodable_text"]
 
@@ -59,6 +60,9 @@ _PARQUET_MAGIC = b"PAR1"
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _INTEGER = re.compile(r"[+-]?\d+", re.ASCII)
 _NONFINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
+_DIGITS = re.compile(r"\d+", re.ASCII)
+#: Column names (lower case) that say a column holds ids; so does a name ending in ``_id``.
+_ID_NAMES = frozenset({"geoid", "fips", "gisjoin", "id"})
 _UNDECODED = re.compile("[\udc80-\udcff]")  # bytes kept by the surrogateescape error handler
 _EXPECTED = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
@@ -335,6 +339,61 @@ def holds_numbers(cells) -> bool:
     if isinstance(cells, pd.Series) and _numeric(cells):
         return len(cells) > 0
     return any(_NUMBER.fullmatch(c) or _NONFINITE.fullmatch(c) for c in _text(cells))
+
+
+def id_name(name) -> bool:
+    """Whether the column name ``name`` says the column holds ids: ``geoid``, ``fips``,
+    ``gisjoin``, ``id`` or a name ending in ``_id`` (case-insensitive, surrounding spaces
+    ignored)."""
+    s = str(name).strip().lower()
+    return s in _ID_NAMES or s.endswith("_id")
+
+
+@dataclass(frozen=True)
+class CodeSurvey:
+    """What :func:`survey_codes` finds in a column (or a part of one), to tell zero-padded codes.
+
+    digits : every non-blank cell is a string of ASCII digits (and the column is text, not a
+        typed numeric column).
+    widths : the lengths of the non-blank cells.
+    leading_zero : some non-blank cell of two or more digits starts with ``0``.
+    """
+
+    digits: bool = True
+    widths: frozenset = frozenset()
+    leading_zero: bool = False
+
+    def __or__(self, other: "CodeSurvey") -> "CodeSurvey":
+        """The survey of two parts of one column together."""
+        return CodeSurvey(self.digits and other.digits, self.widths | other.widths,
+                          self.leading_zero or other.leading_zero)
+
+    @property
+    def zero_padded(self) -> bool:
+        """Zero-padded codes (``01001``): digit strings of one width of at least 2, some with a
+        leading zero -- a count written as text never looks like that."""
+        return self.digits and self.leading_zero and len(self.widths) == 1 and min(self.widths) >= 2
+
+
+def survey_codes(cells) -> CodeSurvey:
+    """The :class:`CodeSurvey` of ``cells`` (text, or a typed pandas Series: a typed numeric
+    column holds numbers, never codes -- its leading zeros are gone)."""
+    import pandas as pd
+
+    if isinstance(cells, pd.Series) and _numeric(cells):
+        return CodeSurvey(digits=len(cells) == 0)
+    t = [c for c in _text(cells) if c]
+    digits = all(_DIGITS.fullmatch(c) for c in t)
+    return CodeSurvey(digits, frozenset(len(c) for c in t) if digits else frozenset(),
+                      digits and any(len(c) > 1 and c[0] == "0" for c in t))
+
+
+def is_id_column(name, cells) -> bool:
+    """Whether the default rule keeps column ``name`` (cells ``cells``) as an id of the cells:
+    it holds no number, or its name says it holds ids (:func:`id_name`), or it holds
+    zero-padded codes (:attr:`CodeSurvey.zero_padded`).  Any other column with a number in it
+    may hold confidential counts and is copied only when named (``--id`` / ``--keep``)."""
+    return id_name(name) or not holds_numbers(cells) or survey_codes(cells).zero_padded
 
 
 def blank_text(what: str) -> str:
