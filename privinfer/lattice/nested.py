@@ -102,6 +102,10 @@ class NestedTree:
         ``block_of[l]``: the block of each level-``l`` entity (``l = 0``: cells).
     block_sizes
         cells per block.
+    codes
+        the validated codes (int64), one vector per level.
+    stages
+        ``stages[k]``: the :class:`~privinfer.lattice.block.GroupTree` of ``codes[k]``.
     """
 
     def __init__(self, codes_per_level: Sequence):
