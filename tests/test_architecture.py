@@ -28,6 +28,7 @@ LAYERS = {
     "privinfer.common": 4, "privinfer.inference": 4,
     "privinfer.pymc": 5,
     "privinfer.models": 6,
+    "privinfer.census": 6,  # frames -> hierarchy measurements (mechanism layer), hierarchy models (PyMC)
     "privinfer.workflow": 7,
     "privinfer.scaleout": 7,  # partitioned releases and per-group fits on Dask, beside the workflow
     # former module names kept as re-exports of the workflow / lattice / pymc layers
@@ -36,7 +37,7 @@ LAYERS = {
     "privinfer": 8,  # the package face: re-exports the workflow lazily
 }
 #: the only units that may import PyMC (``inference`` holds the Bayesian odds-ratio test)
-PYMC_USERS = {"privinfer.pymc", "privinfer.models", "privinfer.workflow", "privinfer.inference",
+PYMC_USERS = {"privinfer.pymc", "privinfer.models", "privinfer.census", "privinfer.workflow", "privinfer.inference",
               "privinfer.cli", "privinfer.case_studies"}
 
 

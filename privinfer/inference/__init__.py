@@ -5,7 +5,9 @@ See :mod:`privinfer.inference.odds_ratio` (Cho and Awan, Semi-DP paper, Sec. 5.3
 :mod:`privinfer.inference.bayes_odds_ratio`.  The PyMC model is imported lazily.
 """
 
-from .gls import GLSEstimate, gls, gls_estimate, topdown_style_estimate
+from .estimates import GLSEstimate
+from .gls import gls, gls_estimate, topdown_style_estimate
+from .hierarchical_gls import HierarchicalGLS, HierarchicalGLSEstimate, hierarchical_gls
 from .odds_ratio import (
     OddsRatioTestResult,
     naive_group_privacy_noise,
@@ -26,6 +28,9 @@ from .bayes_odds_ratio import (
 
 __all__ = [
     "GLSEstimate",
+    "HierarchicalGLS",
+    "HierarchicalGLSEstimate",
+    "hierarchical_gls",
     "gls",
     "gls_estimate",
     "topdown_style_estimate",

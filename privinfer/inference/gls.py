@@ -31,8 +31,6 @@ column by column (n solves; meant for small n).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
@@ -40,25 +38,10 @@ from scipy import linalg as sla
 from scipy.stats import norm
 
 from ..lattice.laws import discrete_gaussian_variance
+from .estimates import GLSEstimate
+from .hierarchical_gls import hierarchical_gls, tree_applies
 
 __all__ = ["GLSEstimate", "gls", "gls_estimate", "topdown_style_estimate"]
-
-
-@dataclass(frozen=True)
-class GLSEstimate:
-    """GLS point estimate ``x``, its standard errors ``se`` (square roots of the diagonal of
-    the covariance) and the ``level`` Gaussian intervals ``[lower, upper]``."""
-
-    x: np.ndarray
-    se: np.ndarray
-    level: float
-    lower: np.ndarray
-    upper: np.ndarray
-
-    @property
-    def negative_lower(self) -> np.ndarray:
-        """Cells whose interval reaches below zero."""
-        return self.lower < 0
 
 
 class _KInverse:
@@ -88,7 +71,10 @@ class _KInverse:
                 self.lu = spla.splu(K)
             except RuntimeError:
                 raise ValueError("the measurements do not identify every cell (B^T W B is singular)") from None
-            if not np.all(np.isfinite(self.lu.solve(np.ones(n)))):
+            # a singular K can factor with tiny pivots: check that a solve recovers a known vector
+            v = np.random.default_rng(0).standard_normal(n)
+            z = self.lu.solve(K @ v)
+            if not np.all(np.isfinite(z)) or np.linalg.norm(z - v) > 1e-6 * np.linalg.norm(v):
                 raise ValueError("the measurements do not identify every cell (B^T W B is singular)")
 
     def solve(self, R):
@@ -163,7 +149,15 @@ def gls(B, variances, y, C=None, t=None, level: float = 0.9) -> GLSEstimate:
 def gls_estimate(release, level: float = 0.9) -> GLSEstimate:
     """GLS for a :class:`~privinfer.mechanisms.MeasurementRelease`: the mechanism's stacked
     queries, the exact discrete Gaussian variances, and its invariant with the published
-    ``t``."""
+    ``t``.
+
+    Measurements of nested margins of a geography
+    (:class:`~privinfer.mechanisms.hierarchy.HierarchyMeasurements` whose invariant, if any,
+    fixes the totals of one level's units) are solved by the two passes over the tree of
+    :mod:`privinfer.inference.hierarchical_gls` (the same estimate, O(n) memory, with
+    variances of sums of cells); other measurements by the Woodbury / sparse path above."""
+    if tree_applies(release.mechanism):
+        return hierarchical_gls(release, level)
     mech = release.mechanism
     variances = np.repeat([discrete_gaussian_variance(float(s)) for s in mech.sigmas], mech.sizes)
     inv = release.invariant

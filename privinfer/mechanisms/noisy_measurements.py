@@ -104,6 +104,7 @@ __all__ = [
     "l2_sensitivity",
     "table_measurements",
     "county_sex_age_measurements",
+    "sigma_for_rho",
 ]
 
 
@@ -458,8 +459,10 @@ class MeasurementRelease:
 # ---------------------------------------------------------------------------------------------
 # builders
 # ---------------------------------------------------------------------------------------------
-def _sigma_for(rho, delta: float, decimals: int) -> Fraction:
-    """The smallest sigma with ``decimals`` decimal places and ``delta^2 / (2 sigma^2) <= rho``."""
+def sigma_for_rho(rho, delta: float = 1.0, decimals: int = 2) -> Fraction:
+    r"""The smallest :math:`\sigma` with ``decimals`` decimal places and
+    :math:`\Delta^2/(2\sigma^2) \le \rho` (the discrete Gaussian scale that spends at most
+    ``rho`` of zCDP on a query of l2 sensitivity ``delta``; CKS 2020, Thm 4), exact rational."""
     r = as_rational(rho, "rho")
     d2 = Fraction(delta * delta) if delta == round(delta) else Fraction(repr(delta * delta))
     scale = 10 ** int(decimals)
@@ -492,7 +495,7 @@ def table_measurements(shape, budget, *, invariant=None, decimals: int = 2, axis
         check_positive(float(rho), "rho")
         B = margin_query(shape, keep)
         queries.append(B)
-        sigmas.append(_sigma_for(rho, l2_sensitivity(B), decimals))
+        sigmas.append(sigma_for_rho(rho, l2_sensitivity(B), decimals))
         keep = tuple(sorted(int(a) for a in keep))
         qnames.append(" x ".join(names[a] for a in keep) if keep else "total")
     return NoisyMeasurements(queries, sigmas, invariant, names=qnames)

@@ -141,7 +141,10 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
         restrict to ``x >= 0`` (counts).
     initval
         a starting point on the fibre; by default a non-negative integer point is found
-        exactly (:meth:`Invariant.feasible_point`).
+        exactly (:meth:`Invariant.feasible_point`).  It becomes the variable's *support
+        point* (the point PyMC's ``initial_point`` starts from), not a PyMC ``initval``, so
+        the model can be rebuilt by PyMC's graph transforms (``pm.compute_log_likelihood``,
+        ``idata_kwargs={"log_likelihood": True}``, ``pm.do``, ``pm.observe``).
     moves
         the move set of :class:`~privinfer.pymc.LatticeMetropolis` for this latent
         (:class:`~privinfer.lattice.PairMoves`, :class:`~privinfer.lattice.RectangleMoves` or
@@ -168,31 +171,60 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
 
     ``pm.sample_prior_predictive`` draws ``x`` from the prior restricted to the fibre
     (:class:`ConditionalPrior`), ``pm.sample_posterior_predictive`` releases from its draws.
+
+    Nothing of size n x n is built: the fibre check is a sparse product ``C x``, and the
+    starting point of a partition invariant is found group by group.
     """
     model = pm.modelcontext(model)
     inv, t = _as_invariant(invariant, t)
-    inv.lattice_basis()  # raises a clear error for a non-integer C
-    if np.any(t != np.round(t)):
-        raise InfeasibleInvariantError("no integer point: the invariant values t are not integers")
-    if initval is None:
-        x0 = inv.feasible_point(t, integer=True, nonnegative=nonnegative)
-    else:
-        x0 = np.asarray(initval)
-        if x0.shape != (inv.n,):
-            raise ValueError(f"initval must have shape ({inv.n},), got {x0.shape}")
-        if not np.all(np.isfinite(x0.astype(float))) or np.any(x0 != np.round(x0)):
-            raise ValueError("initval must hold integer counts")
-        x0 = np.round(x0).astype(np.int64)
-        if not inv.satisfied_by(x0, t, atol=0.5):
-            raise InfeasibleInvariantError("initval is off the fibre: C x0 != t")
-        if nonnegative and np.any(x0 < 0):
-            raise InfeasibleInvariantError("initval has negative entries but nonnegative=True")
-    x0 = np.asarray(x0, dtype=np.int64)
+    _check_integer_invariant(inv, t)
+    x0 = _starting_point(inv, t, initval, nonnegative)
     if moves is not None:
         _check_moves(inv, moves)
-    check = _fibre_check(inv, t, nonnegative)
     draw = ConditionalPrior(inv, t, prior, nonnegative)
+    x = _lattice_variable(name, inv, t, nonnegative, draw, x0, dims)
+    if prior is not None:
+        lp = prior_logp(prior, x)
+        if not draw.in_logp:
+            pm.Potential(f"{name}_prior", lp)
+        _check_prior_support(model, lp, x, x0, name)
+    model_registry(model)["lattice"][name] = LatticeLatentInfo(name, inv, np.asarray(t), prior, nonnegative, x0,
+                                                               moves=moves, prior_in_logp=draw.in_logp)
+    return x
+
+
+def _check_integer_invariant(inv: Invariant, t: np.ndarray) -> None:
+    """An integer latent needs an integer C and integer values t."""
+    if not inv.is_integer:
+        raise ValueError("lattice_latent needs an integer constraint matrix C (C has non-integer entries)")
+    if np.any(t != np.round(t)):
+        raise InfeasibleInvariantError("no integer point: the invariant values t are not integers")
+
+
+def _starting_point(inv: Invariant, t: np.ndarray, initval, nonnegative: bool) -> np.ndarray:
+    """The chain's starting point: ``initval`` checked to lie on the fibre, or a point found
+    exactly by :meth:`Invariant.feasible_point`."""
+    if initval is None:
+        return np.asarray(inv.feasible_point(t, integer=True, nonnegative=nonnegative), dtype=np.int64)
+    x0 = np.asarray(initval)
+    if x0.shape != (inv.n,):
+        raise ValueError(f"initval must have shape ({inv.n},), got {x0.shape}")
+    if not np.all(np.isfinite(x0.astype(float))) or np.any(x0 != np.round(x0)):
+        raise ValueError("initval must hold integer counts")
+    x0 = np.round(x0).astype(np.int64)
+    if not inv.satisfied_by(x0, t, atol=0.5):
+        raise InfeasibleInvariantError("initval is off the fibre: C x0 != t")
+    if nonnegative and np.any(x0 < 0):
+        raise InfeasibleInvariantError("initval has negative entries but nonnegative=True")
+    return x0
+
+
+def _lattice_variable(name, inv: Invariant, t, nonnegative: bool, draw: "ConditionalPrior", x0, dims):
+    """The ``CustomDist`` of the latent: log-density = fibre indicator (+ the prior's log-pmf when
+    it is a PyMC distribution), random = :class:`ConditionalPrior`, support point = ``x0``."""
+    check = _fibre_check(inv, t, nonnegative)
     params = draw.params
+    start = np.asarray(x0, dtype=np.int64)
 
     def logp(value, *ps):
         # the fibre indicator, plus the prior's log-pmf when it is a PyMC distribution (its
@@ -202,28 +234,26 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
             out = out + draw.prior_logp(value, *ps)
         return out
 
+    def support_point(rv, size, *ps):
+        # PyMC's initial point starts here (a support point, not an initval: graph rebuilds work)
+        pt_start = pt.as_tensor_variable(start)
+        return pt_start if rv.ndim == 1 else pt.broadcast_to(pt_start, rv.shape)
+
     x = pm.CustomDist(
         name,
         *params,
         logp=logp,
         random=draw,
+        support_point=support_point,
         signature=",".join(["(n)"] * len(params)) + "->(n)",
         dtype="int64",
         shape=(inv.n,),
-        initval=x0,
         dims=dims,
         class_name="LatticeLatent",
     )
     # the variable's own op says what it is, so PyMC's step assignment (the competence of
     # LatticeMetropolis) recognizes it without looking at names
     type(x.owner.op).lattice_latent = True
-    if prior is not None:
-        lp = prior_logp(prior, x)
-        if not draw.in_logp:
-            pm.Potential(f"{name}_prior", lp)
-        _check_prior_support(model, lp, x, x0, name)
-    model_registry(model)["lattice"][name] = LatticeLatentInfo(name, inv, np.asarray(t), prior, nonnegative, x0,
-                                                               moves=moves, prior_in_logp=draw.in_logp)
     return x
 
 
