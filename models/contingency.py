@@ -3,7 +3,9 @@ r"""Two-way contingency table with fixed one-way margins: posterior of the assoc
 The delinquent-children table of Integer subspace DP (Dharangutte et al. 2023, Sec. 6) and the
 contingency tables of Semi-DP (Cho and Awan, Sec. 5) publish the row and column totals
 exactly and privatize the cells.  The association between the two factors is measured by
-the log odds ratios of the cell probabilities.
+the log odds ratios of the cell probabilities (the model parameter) and by the log odds
+ratios of the confidential table itself (a finite-population quantity, computed from the
+posterior draws of the table).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from privinfer import invariants as _inv
-from privinfer._backend import namespace
+from privinfer._backend import as_array, namespace
 from privinfer.pymc import affine_latent, lattice_latent, observe
 
 from ._checks import (
@@ -28,7 +30,28 @@ from ._checks import (
     unpack_release,
 )
 
-__all__ = ["contingency_table_model", "multinomial_gaussian_logp"]
+__all__ = ["contingency_table_model", "multinomial_gaussian_logp", "table_log_odds_ratios", "HALDANE_ANSCOMBE"]
+
+#: Continuity correction of the finite-population log odds ratios: added to each of the four cells.
+HALDANE_ANSCOMBE = 0.5
+
+
+def table_log_odds_ratios(table, correction: float = HALDANE_ANSCOMBE):
+    r"""Log odds ratios of r x c tables relative to their first row and column (NumPy or PyTensor).
+
+    :math:`\ell_{ij} = \log\frac{(x_{ij} + a)(x_{00} + a)}{(x_{i0} + a)(x_{0j} + a)}` for
+    :math:`i, j \ge 1`, ``a`` = ``correction`` (Haldane--Anscombe: 1/2 per cell, so zero
+    cells give finite values); ``table`` has shape ``(..., r, c)``, the result ``(..., r-1, c-1)``.
+    With ``correction=0`` a zero cell gives an infinite or ``nan`` ratio.
+    """
+    xp = namespace(table)
+    x = as_array(table, xp) + correction
+    if xp is np:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lx = np.log(x)
+    else:
+        lx = xp.log(x)
+    return lx[..., 1:, 1:] + lx[..., :1, :1] - lx[..., 1:, :1] - lx[..., :1, 1:]
 
 
 def multinomial_gaussian_logp(x, total, p):
@@ -77,9 +100,26 @@ def contingency_table_model(release, mechanism=None, shape=None, invariant=None,
 
     Association
     -----------
-    The deterministic ``"log_odds_ratio"`` (shape (r-1, c-1)) is
-    :math:`\gamma_{ij} = \log\frac{p_{ij}\,p_{00}}{p_{i0}\,p_{0j}}`, the log odds ratio of
-    cell (i, j) relative to the first row and column (the :math:`\alpha, \beta` cancel).
+    Two estimands, both of shape (r-1, c-1) and relative to the first row and column:
+
+    * ``"log_odds_ratio"`` -- the *model parameter*
+      :math:`\gamma_{ij} = \log\frac{p_{ij}\,p_{00}}{p_{i0}\,p_{0j}}`, the log odds ratio of
+      the cell probabilities (the :math:`\alpha, \beta` cancel): a property of the process
+      that generated the table, which no finite table reveals exactly.
+    * ``"table_log_odds_ratio"`` -- the *finite-population* log odds ratio of the confidential
+      table ``x`` itself, with the Haldane--Anscombe correction (add
+      :data:`HALDANE_ANSCOMBE` = 1/2 to each of the four cells, so empty cells give finite
+      values):
+
+      .. math:: \ell_{ij}(x) = \log\frac{(x_{ij} + \tfrac12)(x_{00} + \tfrac12)}
+                {(x_{i0} + \tfrac12)(x_{0j} + \tfrac12)}.
+
+      Its posterior (a function of the draws of ``x``) is what to compare with the same
+      statistic of the true table -- when the model holds, its intervals cover that value at
+      their nominal rate -- while :math:`\gamma` differs from the table's statistic by
+      sampling variation even when :math:`\gamma` is known.  (For a real-valued latent, a
+      draw with a cell below -1/2 gives ``nan``.)
+
     ``"p"`` (length ``r*c``) holds the cell probabilities.
 
     What the data identify
@@ -168,5 +208,6 @@ def contingency_table_model(release, mechanism=None, shape=None, invariant=None,
                                initval=integer_start(y, inv, t_val))
         else:
             x = affine_latent("x", inv, t_val, prior=lambda xx: multinomial_gaussian_logp(xx, total, p))
+        pm.Deterministic("table_log_odds_ratio", table_log_odds_ratios(pt.cast(x, "float64").reshape((r, c))))
         observe("y", mechanism, x, observed=y)
     return model

@@ -9,8 +9,7 @@ from .workflow.demo import (  # noqa: F401
     coverage_tail_probability,
     equal_tailed_interval,
     run_demo,
-    sample_log_odds_ratios,
 )
 
 __all__ = ["DemoReport", "run_demo", "DEFAULT_EPSILON", "DEFAULT_DRAWS", "DEFAULT_TUNE", "INTERVAL",
-           "coverage_tail_probability", "sample_log_odds_ratios", "equal_tailed_interval"]
+           "coverage_tail_probability", "equal_tailed_interval"]

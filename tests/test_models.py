@@ -23,7 +23,7 @@ from privinfer.models import (
     nested_histogram_model,
     spatiotemporal_model,
 )
-from privinfer.models.contingency import multinomial_gaussian_logp
+from privinfer.models.contingency import HALDANE_ANSCOMBE, multinomial_gaussian_logp, table_log_odds_ratios
 from privinfer.models.spatiotemporal import harmonic_basis
 from privinfer.pymc import lattice_latent, lattice_steps, observe
 from privinfer.pymc import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis
@@ -279,6 +279,42 @@ def test_contingency_structure_and_log_odds_ratio_definition():
         expect = np.log(P[1:, 1:] * P[0, 0] / (P[1:, :1] * P[:1, 1:]))
         np.testing.assert_allclose(lor, expect, rtol=1e-10)
         assert abs(p.sum() - 1) < 1e-12
+
+
+def test_table_log_odds_ratios_with_the_haldane_anscombe_correction():
+    # by hand: [[0, 3], [2, 5]] -> log((5 + 1/2)(0 + 1/2) / ((2 + 1/2)(3 + 1/2))) = log(2.75 / 8.75)
+    np.testing.assert_allclose(table_log_odds_ratios(np.array([[0, 3], [2, 5]])), [[np.log(2.75 / 8.75)]],
+                               rtol=1e-14)
+    assert HALDANE_ANSCOMBE == 0.5
+    # without the correction: the sample log odds ratio, infinite with an empty cell
+    table = np.array([[5, 3, 2, 1], [2, 6, 4, 3], [1, 2, 7, 9]])
+    np.testing.assert_allclose(table_log_odds_ratios(table, correction=0.0)[1, 2], np.log(9 * 5 / (1 * 1)),
+                               rtol=1e-14)
+    assert np.isinf(table_log_odds_ratios(np.array([[0, 3], [2, 5]]), correction=0.0)).all()
+    # leading dimensions are draws: each table on its own
+    draws = np.stack([table, table[::-1], table + 4])
+    out = table_log_odds_ratios(draws)
+    assert out.shape == (3, 2, 3)
+    for k in range(3):
+        np.testing.assert_allclose(out[k], table_log_odds_ratios(draws[k]), rtol=1e-14)
+
+
+def test_model_records_the_confidential_tables_log_odds_ratios():
+    r, c = 3, 4
+    table = np.array([[5, 3, 2, 1], [2, 6, 4, 3], [1, 0, 7, 9]])
+    inv = I.margins((r, c), [(0,), (1,)])
+    mech = DoubleGeometric(r * c, scale=2.0)
+    y = mech.release(table.ravel(), rng=1)
+    model = contingency_table_model(y.reshape(r, c), mech, (r, c), t=inv.of(table.ravel()))
+    assert model["table_log_odds_ratio"].type.shape == (r - 1, c - 1)
+    assert "table_log_odds_ratio" in [v.name for v in model.deterministics]
+    # a function of x alone: log((x_ij + 1/2)(x_00 + 1/2) / ((x_i0 + 1/2)(x_0j + 1/2)))
+    fn = model.compile_fn(model["table_log_odds_ratio"], inputs=[model["x"]], on_unused_input="ignore",
+                          point_fn=False)
+    for tab in (table, table[:, ::-1], table + 3):
+        x = tab.ravel().astype(np.int64)
+        expect = np.log((tab[1:, 1:] + 0.5) * (tab[0, 0] + 0.5) / ((tab[1:, :1] + 0.5) * (tab[:1, 1:] + 0.5)))
+        np.testing.assert_allclose(fn(x), expect, rtol=1e-12)
 
 
 def test_multinomial_gaussian_logp_is_the_reduced_gaussian():
