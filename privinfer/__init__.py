@@ -10,10 +10,11 @@ Subpackages and modules
     privacy mechanisms with ``release``, ``logp`` and ``guarantee``
 ``accounting``
     (eps, delta)-DP, zCDP, GDP conversions and cost-matrix curves
-``samplers``
-    lattice samplers, couplings and PyMC step methods
+``lattice``
+    the framework-free lattice engine: moves, kernels, exact samplers, couplings
 ``pymc``
-    thin glue that puts mechanisms and constrained latents into PyMC models
+    thin glue that puts mechanisms and constrained latents into PyMC models, and the
+    lattice step methods ``LatticeMetropolis`` / ``LatticeGibbs``
 ``models``
     reference Bayesian models
 ``workflow``

@@ -2,7 +2,9 @@
 
 Every module of the package is parsed (nothing is imported), its imports of privinfer modules
 and of PyMC are resolved to package-level units, and each edge must go to the same or a lower
-layer.  A module imports other modules' public names only.
+layer.  A module imports other modules' public names only.  Between modules, imports form no
+circle (an import inside a function counts like one at the top), and no module only
+re-exports names of others.
 """
 
 import ast
@@ -31,8 +33,6 @@ LAYERS = {
     "privinfer.census": 6,  # frames -> hierarchy measurements (mechanism layer), hierarchy models (PyMC)
     "privinfer.workflow": 7,
     "privinfer.scaleout": 7,  # partitioned releases and per-group fits on Dask, beside the workflow
-    # former module names kept as re-exports of the workflow / lattice / pymc layers
-    "privinfer.fitting": 8, "privinfer.report": 8, "privinfer.release_files": 8, "privinfer.samplers": 8,
     "privinfer.cli": 9, "privinfer.case_studies": 9,
     "privinfer": 8,  # the package face: re-exports the workflow lazily
 }
@@ -114,3 +114,127 @@ def test_lower_layers_do_not_load_pymc(module):
     code = f"import sys, {module}; print('pymc' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# ----------------------------------------------------------------------------------------------
+# import circles and re-export modules
+# ----------------------------------------------------------------------------------------------
+def _module_name(module: str) -> str:
+    return module[: -len(".__init__")] if module.endswith(".__init__") else module
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the privinfer modules it imports, from every import statement of its source
+    (at the top or inside a function).  ``from package import name`` goes to the submodule
+    ``package.name`` when there is one, else to the package's ``__init__``; an import of a
+    module outside the parsed sources (e.g. ``privinfer.case_studies``) is left out."""
+    sources = list(_sources())
+    modules = {_module_name(m) for _, m in sources}
+    graph: dict[str, set[str]] = {}
+    for path, module in sources:
+        name = _module_name(module)
+        edges = graph.setdefault(name, set())
+        for target, names in _imports(path, module):
+            if not target.startswith("privinfer"):
+                continue
+            subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]
+            found = subs if subs and len(subs) == len(names) else subs + [target]
+            for t in found:
+                while t not in modules and "." in t:  # from privinfer import __version__
+                    t = t.rsplit(".", 1)[0]
+                if t in modules and t != name:
+                    edges.add(t)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_cycle_finder_finds_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": set(), "f": {"g"}, "g": {"f"}}
+    assert sorted(_cycles(graph)) == [["a", "b", "c"], ["f", "g"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_module_graph_sees_imports_inside_functions():
+    graph = _module_graph()
+    # Mechanism.spec imports the spec machinery inside the method
+    assert "privinfer.mechanisms.spec" in graph["privinfer.mechanisms.base"]
+    # from . import files: the submodule; from ..mechanisms import Mechanism: the package
+    assert "privinfer.mechanisms" in graph["privinfer.workflow.codec"] or \
+        "privinfer.mechanisms.registry" in graph["privinfer.workflow.codec"]
+
+
+def test_no_import_circles():
+    circles = _cycles(_module_graph())
+    assert not circles, "modules that import each other (directly or through others): " + \
+        "; ".join(" <-> ".join(c) for c in circles)
+
+
+def _only_reexports(tree: ast.Module) -> bool:
+    """A module body of imports, ``__all__`` and a docstring only (nothing of its own)."""
+    for i, node in enumerate(tree.body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str):
+            continue
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        if targets and all(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            continue
+        return False
+    return True
+
+
+def test_reexport_detector():
+    assert _only_reexports(ast.parse('"""Doc."""\nfrom .a import b  # noqa\n__all__ = ["b"]\n__all__ += ["c"]\n'))
+    assert not _only_reexports(ast.parse('"""Doc."""\nfrom .a import b\n\ndef f():\n    return b\n'))
+    assert not _only_reexports(ast.parse('from .a import b\nX = 1\n'))
+
+
+def test_no_module_only_reexports():
+    """Every name has one home: a module that only re-exports (package ``__init__`` files
+    excepted, which gather their package's names) is a second address to keep in step."""
+    bad = [str(path.relative_to(ROOT.parent)) for path, _ in _sources()
+           if path.name != "__init__.py" and _only_reexports(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not bad, "modules that only re-export: " + ", ".join(bad)

@@ -717,7 +717,7 @@ def test_demo_command_passes_options_to_run_demo(monkeypatch, capsys, tmp_path):
 @pytest.mark.slow
 def test_demo_report_covers_the_truth(tmp_path):
     from privinfer.models.contingency import table_log_odds_ratios
-    from privinfer.report import run_demo
+    from privinfer.workflow.demo import run_demo
 
     rep = run_demo(draws=400, tune=300, chains=2, seed=20240611, output=tmp_path, progressbar=False)
     assert rep.margins_kept

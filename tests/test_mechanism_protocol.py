@@ -232,10 +232,10 @@ def test_augmentation_replaces_the_old_attributes():
 
 
 # ---------------------------------------------------------------------------------------------
-# build by CLI name: a drop-in for release_files.build_mechanism
+# build by CLI name: a drop-in for workflow.codec.build_mechanism
 # ---------------------------------------------------------------------------------------------
 def test_cli_names_and_info_match_the_cli_table():
-    from privinfer.release_files import MECHANISMS
+    from privinfer.workflow.codec import MECHANISMS
 
     assert cli_names() == list(MECHANISMS)
     for name, info in MECHANISMS.items():
@@ -259,7 +259,7 @@ def _outcome(fn, *args, **kw):
 
 @pytest.mark.parametrize("name", ["unknown-name"] + list(cli_names()))
 def test_build_is_a_drop_in_for_build_mechanism(name):
-    from privinfer.release_files import build_mechanism
+    from privinfer.workflow.codec import build_mechanism
 
     n = 4
     for invariant in (None, I.total(n)):

@@ -377,7 +377,7 @@ class Mechanism(abc.ABC):
     def spec(self) -> dict:
         """JSON-serializable description that :func:`privinfer.mechanisms.from_spec` turns back
         into an equivalent mechanism (format in the module docstring)."""
-        from .registry import mechanism_spec
+        from .spec import mechanism_spec
 
         return mechanism_spec(self)
 

@@ -11,7 +11,10 @@ Specs
 ``mechanism.spec()`` returns ``{"mechanism": name, "parameters": {...}, "invariant": ...}``
 (format in :mod:`privinfer.mechanisms.base`); :func:`from_spec` rebuilds the mechanism by
 calling its constructor with the decoded parameters, so the rebuilt object has the same
-``logp``, ``guarantee`` and invariant (with its values ``t``).  Example::
+``logp``, ``guarantee`` and invariant (with its values ``t``).  The machinery lives in
+:mod:`privinfer.mechanisms.spec`, which imports no mechanism; this module builds the package's
+:data:`FORMAT` -- the registered classes and the codecs of the value types defined beside the
+mechanisms -- and installs it there, so :meth:`Mechanism.spec` finds it.  Example::
 
     >>> from privinfer import invariants as I
     >>> from privinfer.mechanisms import ProjectedGaussian
@@ -31,16 +34,9 @@ message; invalid values raise the constructors' own ``ValueError``.
 
 from __future__ import annotations
 
-import inspect
-import numbers
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
-import numpy as np
-import scipy.sparse as sp
-
-from .. import invariants as invariants_module
 from ..invariants import Invariant
 from .base import Mechanism
 from .canonical_noise import (
@@ -62,10 +58,12 @@ from .subspace import ExtendedGaussian, ExtendedLaplace, ProjectedGaussian, Proj
 from .topdown import TopDownBaseline
 from .tradeoff import TradeoffFunction, eps_delta_tradeoff, gaussian_tradeoff
 from .tulap import Tulap
+from .spec import MechanismSpecError, SpecFormat, ValueCodec, install
 from .two_by_two import SemiPrivateTwoByTwo
 
 __all__ = [
     "REGISTRY",
+    "FORMAT",
     "MechanismSpecError",
     "MechanismOptionError",
     "OptionSet",
@@ -76,10 +74,6 @@ __all__ = [
     "cli_names",
     "cli_info",
 ]
-
-
-class MechanismSpecError(ValueError):
-    """A mechanism spec cannot be turned into a mechanism (the message names the problem)."""
 
 
 class MechanismOptionError(ValueError):
@@ -114,119 +108,44 @@ REGISTRY: Mapping[str, type] = _registry()
 
 
 # =============================================================================================
-# encoding of constructor arguments
+# specs: the value types defined beside the mechanisms, and the package's format
 # =============================================================================================
 _TRADEOFFS = {"(eps, delta)-DP": eps_delta_tradeoff, "mu-GDP": gaussian_tradeoff}
 
 
-def _encode(value, where: str, kept):
-    if kept is not None and value is kept:
-        return {"$ref": "invariant"}
-    if isinstance(value, Invariant):
-        return {"$invariant": value.spec()}
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, Fraction):
-        return {"$fraction": [value.numerator, value.denominator]}
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "biufU":
-            raise TypeError(f"spec(): argument {where} is an array of dtype {value.dtype}, which cannot be serialized")
-        return {"$array": value.tolist(), "dtype": str(value.dtype)}
-    if sp.issparse(value):
-        coo = sp.coo_matrix(value)
-        return {"$sparse": {"shape": [int(s) for s in coo.shape], "row": coo.row.tolist(),
-                            "col": coo.col.tolist(), "data": coo.data.astype(float).tolist()}}
-    if isinstance(value, (list, tuple)):
-        return [_encode(v, f"{where}[{i}]", kept) for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str) or k.startswith("$"):
-                raise TypeError(f"spec(): argument {where} has a key {k!r} that cannot be serialized")
-            out[k] = _encode(v, f"{where}[{k!r}]", kept)
-        return out
-    if isinstance(value, Tulap):
-        return {"$tulap": {"m": float(value.m), "b": float(value.b), "q": float(value.q)}}
-    if isinstance(value, GaussianCanonicalNoise):
-        return {"$gaussian-canonical-noise": {"mu": float(value.mu)}}
-    if isinstance(value, TradeoffFunction):
-        if value.name not in _TRADEOFFS:
-            raise TypeError(f"spec(): argument {where} is a tradeoff function ({value.name}) not built by "
-                            "eps_delta_tradeoff or gaussian_tradeoff, which cannot be serialized")
-        return {"$tradeoff": {"name": value.name, "parameters": _encode(dict(value.parameters), where, None)}}
-    if isinstance(value, CanonicalNoise):
-        return {"$canonical-noise": {"tradeoff": _encode(value.tradeoff, where, None),
-                                     "max_steps": int(value.max_steps)}}
-    raise TypeError(f"spec(): argument {where} of type {type(value).__name__} cannot be serialized")
+def _encode_tradeoff(value: TradeoffFunction, where: str, nested):
+    if value.name not in _TRADEOFFS:
+        raise TypeError(f"spec(): argument {where} is a tradeoff function ({value.name}) not built by "
+                        "eps_delta_tradeoff or gaussian_tradeoff, which cannot be serialized")
+    return {"name": value.name, "parameters": nested(dict(value.parameters), where)}
 
 
-def _decode(value, kept: Invariant | None):
-    if isinstance(value, list):
-        return [_decode(v, kept) for v in value]
-    if not isinstance(value, dict):
-        return value
-    tags = [k for k in value if k.startswith("$")]
-    if not tags:
-        return {k: _decode(v, kept) for k, v in value.items()}
-    tag = tags[0]
-    body = value[tag]
-    if tag == "$ref":
-        if body != "invariant" or kept is None:
-            raise MechanismSpecError("the spec refers to its invariant but has none")
-        return kept
-    if tag == "$invariant":
-        return invariants_module.from_spec(body)
-    if tag == "$fraction":
-        return Fraction(int(body[0]), int(body[1]))
-    if tag == "$array":
-        return np.array(body, dtype=np.dtype(value.get("dtype", "float64")))
-    if tag == "$sparse":
-        return sp.csr_matrix((np.asarray(body["data"], dtype=float),
-                              (np.asarray(body["row"], dtype=np.int64), np.asarray(body["col"], dtype=np.int64))),
-                             shape=tuple(body["shape"]))
-    if tag == "$tulap":
-        return Tulap(body["m"], body["b"], body["q"])
-    if tag == "$gaussian-canonical-noise":
-        return GaussianCanonicalNoise(body["mu"])
-    if tag == "$tradeoff":
-        if body["name"] not in _TRADEOFFS:
-            raise MechanismSpecError(f"unknown tradeoff function {body['name']!r}")
-        return _TRADEOFFS[body["name"]](**_decode(body["parameters"], None))
-    if tag == "$canonical-noise":
-        return CanonicalNoise(_decode(body["tradeoff"], None), max_steps=body["max_steps"])
-    raise MechanismSpecError(f"unknown tag {tag!r} in a mechanism spec")
+def _decode_tradeoff(body, nested):
+    if body["name"] not in _TRADEOFFS:
+        raise MechanismSpecError(f"unknown tradeoff function {body['name']!r}")
+    return _TRADEOFFS[body["name"]](**nested(body["parameters"]))
+
+
+#: Value types of constructor arguments defined beside the mechanisms (the noise laws of the
+#: canonical-noise mechanisms and their tradeoff functions), as :class:`~.spec.ValueCodec` entries.
+_CODECS = (
+    ValueCodec("$tulap", Tulap, lambda v, where, nested: {"m": float(v.m), "b": float(v.b), "q": float(v.q)},
+               lambda body, nested: Tulap(body["m"], body["b"], body["q"])),
+    ValueCodec("$gaussian-canonical-noise", GaussianCanonicalNoise, lambda v, where, nested: {"mu": float(v.mu)},
+               lambda body, nested: GaussianCanonicalNoise(body["mu"])),
+    ValueCodec("$tradeoff", TradeoffFunction, _encode_tradeoff, _decode_tradeoff),
+    ValueCodec("$canonical-noise", CanonicalNoise,
+               lambda v, where, nested: {"tradeoff": nested(v.tradeoff, where), "max_steps": int(v.max_steps)},
+               lambda body, nested: CanonicalNoise(nested(body["tradeoff"]), max_steps=body["max_steps"])),
+)
+
+#: The spec format of the registered classes, installed for :meth:`Mechanism.spec` (:mod:`.spec`).
+FORMAT = install(SpecFormat(REGISTRY, _CODECS))
 
 
 def mechanism_spec(mechanism: Mechanism) -> dict:
     """The spec of ``mechanism`` (see :meth:`Mechanism.spec`)."""
-    cls = type(mechanism)
-    if REGISTRY.get(cls.spec_name) is not cls:
-        raise TypeError(f"{cls.__name__} is not a registered mechanism class; spec() needs one of "
-                        f"{', '.join(REGISTRY)}")
-    recorded = mechanism.__dict__.get("_spec_arguments")
-    if recorded is None or recorded[0] is not cls:
-        raise TypeError(f"{cls.__name__}: the constructor arguments were not recorded (the object was not "
-                        "built by calling its class), so it has no spec")
-    arguments = recorded[1]
-    kept = mechanism.invariant
-    params = inspect.signature(cls.__init__).parameters
-    out: dict[str, Any] = {}
-    for name, value in arguments.items():
-        kind = params[name].kind
-        if kind is inspect.Parameter.VAR_KEYWORD:
-            for k, v in value.items():
-                out[k] = _encode(v, repr(k), kept)
-        elif kind is inspect.Parameter.VAR_POSITIONAL:
-            raise TypeError(f"{cls.__name__}: positional arguments *{name} cannot be serialized")
-        else:
-            out[name] = _encode(value, repr(name), kept)
-    return {"mechanism": cls.spec_name, "parameters": out, "invariant": None if kept is None else kept.spec()}
+    return FORMAT.spec_of(mechanism)
 
 
 def from_spec(spec: Mapping) -> Mechanism:
@@ -235,25 +154,7 @@ def from_spec(spec: Mapping) -> Mechanism:
     Raises :class:`MechanismSpecError` if the spec is malformed, names an unknown mechanism or
     if the rebuilt mechanism does not keep the invariant the spec records.
     """
-    if not isinstance(spec, Mapping) or "mechanism" not in spec or "parameters" not in spec:
-        raise MechanismSpecError("a mechanism spec is a mapping with 'mechanism', 'parameters' and 'invariant'")
-    name = spec["mechanism"]
-    if name not in REGISTRY:
-        raise MechanismSpecError(f"unknown mechanism {name!r} (registered: {', '.join(REGISTRY)})")
-    cls = REGISTRY[name]
-    inv_spec = spec.get("invariant")
-    kept = invariants_module.from_spec(inv_spec) if inv_spec is not None else None
-    params = spec["parameters"]
-    if not isinstance(params, Mapping):
-        raise MechanismSpecError("the 'parameters' of a mechanism spec must be a mapping")
-    mech = cls(**{k: _decode(v, kept) for k, v in params.items()})
-    got = mech.invariant
-    if (got is None) != (kept is None):
-        raise MechanismSpecError(f"the rebuilt {name} mechanism {'keeps no' if got is None else 'keeps an'} "
-                                 "invariant, unlike its spec")
-    if got is not None and (got.kind != kept.kind or got.shape != kept.shape):
-        raise MechanismSpecError(f"the rebuilt {name} mechanism keeps a different invariant than its spec records")
-    return mech
+    return FORMAT.from_spec(spec)
 
 
 # =============================================================================================

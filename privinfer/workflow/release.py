@@ -69,9 +69,11 @@ def _now() -> str:
 
 
 def _provenance(source) -> dict:
-    from .. import __version__
+    # the installed distribution's version (as the Dask sidecar records it): importing the
+    # package face for its __version__ would close an import circle through privinfer.workflow
+    from importlib.metadata import version
 
-    prov = {"privinfer_version": __version__, "created": _now()}
+    prov = {"privinfer_version": version("privinfer"), "created": _now()}
     if source is not None:
         prov["source"] = Path(source).name if isinstance(source, Path) else str(source)
     return prov
