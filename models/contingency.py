@@ -167,6 +167,19 @@ def contingency_table_model(release, mechanism=None, shape=None, invariant=None,
     ``InfeasibleInvariantError`` (glue) when ``t`` is inconsistent with a margin-keeping
     release or has no non-negative integer table.
     """
+    y, mechanism, (r, c), inv, t_val, total = _checked_table(release, mechanism, shape, invariant, t, prior_scale)
+    with pm.Model() as model:
+        p = _log_linear_probabilities(r, c, prior_scale)
+        x = _table_latent(y, mechanism, inv, t_val, total, p)
+        pm.Deterministic("table_log_odds_ratio", table_log_odds_ratios(pt.cast(x, "float64").reshape((r, c))))
+        observe("y", mechanism, x, observed=y)
+    return model
+
+
+def _checked_table(release, mechanism, shape, invariant, t, prior_scale):
+    """``(y, mechanism, (r, c), invariant, t, N)``, checked: from a Release or from the released
+    values with their mechanism and shape; the invariant (default: the row and column totals)
+    must fix the table total ``N`` (the multinomial's size), which must be positive."""
     if isinstance(release, ReleaseLike):
         release, mechanism, invariant, t, shape = unpack_release(
             release, "contingency_table_model", mechanism=mechanism, shape=shape, invariant=invariant, t=t)
@@ -176,12 +189,10 @@ def contingency_table_model(release, mechanism=None, shape=None, invariant=None,
         raise TypeError("contingency_table_model(release, mechanism, shape, ...): give a Release, or the "
                         "released values with their mechanism and the table shape")
     shape = check_shape(shape, 2, "rows, columns")
-    r, c = shape
-    n = r * c
     if not (np.isscalar(prior_scale) and np.isfinite(prior_scale) and prior_scale > 0):
         raise ValueError("prior_scale must be a finite number > 0")
     inv = _inv.margins(shape, [(0,), (1,)]) if invariant is None else invariant
-    y = check_release(release, mechanism, n, shape=shape)
+    y = check_release(release, mechanism, shape[0] * shape[1], shape=shape)
     inv = check_invariant(inv, y)
     if not fixes_total(inv):
         raise ValueError("the invariant must fix the table total (the multinomial prior needs N)")
@@ -189,25 +200,35 @@ def contingency_table_model(release, mechanism=None, shape=None, invariant=None,
     total = float(np.sum(inv.feasible_point(t_val)))
     if total <= 0.5:
         raise ValueError("the table total implied by the invariant values must be positive")
-    integer = is_integer_mechanism(mechanism)
+    return y, mechanism, shape, inv, t_val, total
 
-    with pm.Model() as model:
-        alpha_free = pm.Normal("alpha", 0.0, prior_scale, shape=r - 1)
-        beta_free = pm.Normal("beta", 0.0, prior_scale, shape=c - 1)
-        gamma = pm.Normal("gamma", 0.0, prior_scale, shape=(r - 1, c - 1))
-        alpha = pt.concatenate([pt.zeros(1), alpha_free])
-        beta = pt.concatenate([pt.zeros(1), beta_free])
-        inter = pt.zeros((r, c))
-        inter = pt.set_subtensor(inter[1:, 1:], gamma)
-        pm.Deterministic("log_odds_ratio", gamma)
-        eta = (alpha[:, None] + beta[None, :] + inter).reshape((n,))
-        p = pm.Deterministic("p", pt.special.softmax(eta))
-        if integer:
-            N = int(round(total))
-            x = lattice_latent("x", inv, t_val, prior=pm.Multinomial.dist(n=N, p=p),
-                               initval=integer_start(y, inv, t_val))
-        else:
-            x = affine_latent("x", inv, t_val, prior=lambda xx: multinomial_gaussian_logp(xx, total, p))
-        pm.Deterministic("table_log_odds_ratio", table_log_odds_ratios(pt.cast(x, "float64").reshape((r, c))))
-        observe("y", mechanism, x, observed=y)
-    return model
+
+def _log_linear_probabilities(r: int, c: int, prior_scale: float):
+    r"""The log-linear parameters (in the model's context) and the cell probabilities ``p``.
+
+    Free ``alpha`` (r-1), ``beta`` (c-1) and ``gamma`` ((r-1, c-1)), each :math:`N(0, s^2)`;
+    the first row and column are the reference (:math:`\alpha_0 = \beta_0 = \gamma_{0j} =
+    \gamma_{i0} = 0`); ``log_odds_ratio`` records :math:`\gamma` and ``p`` (length ``r*c``, C
+    order) is :math:`\mathrm{softmax}(\alpha_i + \beta_j + \gamma_{ij})`.
+    """
+    alpha_free = pm.Normal("alpha", 0.0, prior_scale, shape=r - 1)
+    beta_free = pm.Normal("beta", 0.0, prior_scale, shape=c - 1)
+    gamma = pm.Normal("gamma", 0.0, prior_scale, shape=(r - 1, c - 1))
+    alpha = pt.concatenate([pt.zeros(1), alpha_free])
+    beta = pt.concatenate([pt.zeros(1), beta_free])
+    inter = pt.zeros((r, c))
+    inter = pt.set_subtensor(inter[1:, 1:], gamma)
+    pm.Deterministic("log_odds_ratio", gamma)
+    eta = (alpha[:, None] + beta[None, :] + inter).reshape((r * c,))
+    return pm.Deterministic("p", pt.special.softmax(eta))
+
+
+def _table_latent(y, mechanism, inv, t_val, total: float, p):
+    """The latent table ``x`` on the fibre of the invariant (in the model's context): an int64
+    lattice latent with the exact multinomial prior for an integer mechanism (started from the
+    release's shares), else an affine latent with the Gaussian approximation
+    :func:`multinomial_gaussian_logp`."""
+    if is_integer_mechanism(mechanism):
+        return lattice_latent("x", inv, t_val, prior=pm.Multinomial.dist(n=int(round(total)), p=p),
+                              initval=integer_start(y, inv, t_val))
+    return affine_latent("x", inv, t_val, prior=lambda xx: multinomial_gaussian_logp(xx, total, p))

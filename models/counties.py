@@ -103,6 +103,21 @@ def county_population_model(release, mechanism=None, invariant=None, t=None, *, 
     glue) when ``t`` is inconsistent with a release that keeps the totals or has no
     non-negative integer solution.
     """
+    y, mechanism, inv, t_val, cell_ids = _unpacked(release, mechanism, invariant, t, cell_ids)
+    prior_mean = _checked_prior_mean(prior_mean, y)
+    coords = cell_coords(cell_ids, inv.n)
+    dims = None if coords is None else "cell"
+    with pm.Model(coords=coords) as model:
+        mu = pm.Normal("mu", np.log(prior_mean), 2.0)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        x = _county_counts(y, mechanism, inv, t_val, mu, sigma, prior_mean, dims)
+        observe("y", mechanism, x, observed=y, dims=dims if mechanism.m == inv.n else None)
+    return model
+
+
+def _unpacked(release, mechanism, invariant, t, cell_ids):
+    """``(y, mechanism, invariant, t, cell_ids)``, checked: from a Release (its labels are the
+    default cell ids) or from the released values with their mechanism and invariant."""
     if isinstance(release, ReleaseLike):
         if cell_ids is None:
             cell_ids = release.labels
@@ -113,28 +128,33 @@ def county_population_model(release, mechanism=None, invariant=None, t=None, *, 
                         "released values with their mechanism and invariant")
     inv = check_invariant(invariant, release)
     y = check_release(release, mechanism, inv.n)
-    t_val = resolve_t(inv, t, mechanism, y)
-    integer = is_integer_mechanism(mechanism)
-    if prior_mean is None:
-        prior_mean = max(float(np.mean(y)), 1.0)
-    elif not (np.isscalar(prior_mean) and np.isfinite(prior_mean) and prior_mean > 0):
-        raise ValueError("prior_mean must be a finite number > 0")
-    prior_mean = float(prior_mean)
-    coords = cell_coords(cell_ids, inv.n)
-    dims = None if coords is None else "cell"
+    return y, mechanism, inv, resolve_t(inv, t, mechanism, y), cell_ids
 
-    with pm.Model(coords=coords) as model:
-        mu = pm.Normal("mu", np.log(prior_mean), 2.0)
-        sigma = pm.HalfNormal("sigma", 1.0)
-        if integer:
-            start = integer_start(y, inv, t_val)
-            log_rate = pm.Normal("log_rate", mu, sigma, shape=inv.n, dims=dims,
-                                 initval=None if start is None else np.log(np.maximum(start, 0.5)))
-            x = lattice_latent("x", inv, t_val, prior=pm.Poisson.dist(mu=pt.exp(log_rate)), initval=start,
-                               dims=dims)
-        else:
-            scale = pt.sqrt(sigma**2 + 1.0 / prior_mean)
-            x = affine_latent("x", inv, t_val, prior=pm.LogNormal.dist(mu=mu, sigma=scale, shape=inv.n),
-                              initval=positive_start(y, inv, t_val), dims=dims)
-        observe("y", mechanism, x, observed=y, dims=dims if mechanism.m == inv.n else None)
-    return model
+
+def _checked_prior_mean(prior_mean, y) -> float:
+    """:math:`m_0`: ``prior_mean`` (a finite number > 0), by default the mean of the release
+    (at least 1)."""
+    if prior_mean is None:
+        return max(float(np.mean(y)), 1.0)
+    if not (np.isscalar(prior_mean) and np.isfinite(prior_mean) and prior_mean > 0):
+        raise ValueError("prior_mean must be a finite number > 0")
+    return float(prior_mean)
+
+
+def _county_counts(y, mechanism, inv, t_val, mu, sigma, prior_mean: float, dims):
+    r"""The latent counts ``x`` on the fibre :math:`\{Cx = t\}` (in the model's context).
+
+    Integer mechanisms: the centred log-rates :math:`\log\lambda_i \sim N(\mu, \sigma^2)`
+    (``log_rate``, started at the log of the release's shares) and an int64 lattice latent with
+    the Poisson prior.  Real-valued mechanisms: an affine latent with the log-normal
+    :math:`\mathrm{LogNormal}(\mu, \sqrt{\sigma^2 + 1/m_0})` prior, started at the release's
+    positive shares of each total.
+    """
+    if is_integer_mechanism(mechanism):
+        start = integer_start(y, inv, t_val)
+        log_rate = pm.Normal("log_rate", mu, sigma, shape=inv.n, dims=dims,
+                             initval=None if start is None else np.log(np.maximum(start, 0.5)))
+        return lattice_latent("x", inv, t_val, prior=pm.Poisson.dist(mu=pt.exp(log_rate)), initval=start, dims=dims)
+    scale = pt.sqrt(sigma**2 + 1.0 / prior_mean)
+    return affine_latent("x", inv, t_val, prior=pm.LogNormal.dist(mu=mu, sigma=scale, shape=inv.n),
+                         initval=positive_start(y, inv, t_val), dims=dims)

@@ -4,7 +4,7 @@ Every module of the package is parsed (nothing is imported), its imports of priv
 and of PyMC are resolved to package-level units, and each edge must go to the same or a lower
 layer.  A module imports other modules' public names only.  Between modules, imports form no
 circle (an import inside a function counts like one at the top), and no module only
-re-exports names of others.
+re-exports names of others.  No function is longer than :data:`MAX_FUNCTION_LINES` lines.
 """
 
 import ast
@@ -238,3 +238,51 @@ def test_no_module_only_reexports():
     bad = [str(path.relative_to(ROOT.parent)) for path, _ in _sources()
            if path.name != "__init__.py" and _only_reexports(ast.parse(path.read_text(encoding="utf-8")))]
     assert not bad, "modules that only re-export: " + ", ".join(bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# function length
+# ----------------------------------------------------------------------------------------------
+#: Longest function allowed in privinfer/ and models/, in source lines from its first decorator
+#: (or ``def``) to its last line, docstring included: beyond it, split it into named steps.
+MAX_FUNCTION_LINES = 100
+
+
+def _long_functions(tree: ast.Module, limit: int = MAX_FUNCTION_LINES):
+    """``(qualified name, lines)`` of every function (methods and nested functions included)
+    longer than ``limit`` lines."""
+    out = []
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                    lines = child.end_lineno - first + 1
+                    if lines > limit:
+                        out.append((name, lines))
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return out
+
+
+def test_long_function_detector():
+    def body(indent):
+        return "\n".join(" " * indent + f"x{i} = {i}" for i in range(99))
+
+    src = (f"@decorator\ndef f():\n{body(4)}\n\nclass C:\n    def g(self):\n        def h():\n"
+           f"{body(12)}\n{body(12)}\n{body(8)}\n")
+    found = dict(_long_functions(ast.parse(src)))
+    # f: decorator, def and 99 lines; C.g.h: def and 198 lines; C.g: def, h and 99 lines
+    assert found == {"f": 101, "C.g.h": 199, "C.g": 299}
+    assert _long_functions(ast.parse(f"def f():\n{body(4)}\n")) == []  # 100 lines: allowed
+
+
+def test_no_function_longer_than_the_limit():
+    bad = [f"{path.relative_to(ROOT.parent)}: {name} ({lines} lines)" for path, _ in _sources()
+           for name, lines in _long_functions(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not bad, f"functions over {MAX_FUNCTION_LINES} lines (split them into named steps):\n" + "\n".join(bad)

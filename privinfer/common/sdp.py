@@ -125,29 +125,55 @@ def min_trace_upper_bound(Ps, *, tol: float = 1e-11, max_iter: int = 100, return
     For two matrices use :func:`stott_bound` (closed form).  Cost per iteration
     :math:`O(s^6)`: fine for the tens of dimensions of marginal/bucketization problems.
     """
+    Ps = _checked_constraints(Ps)
+    scale = max(float(np.linalg.eigvalsh(P)[-1]) for P in Ps) if Ps[0].size else 0.0
+    trivial = _trivial_bound(Ps, scale)
+    if trivial is not None:
+        X, info = trivial
+    else:
+        gap, lower, X, iters = _interior_point([Pi / scale for Pi in Ps], tol, max_iter)
+        X = X * scale
+        info = SDPInfo(gap=gap * scale, lower_bound=lower * scale, iterations=iters)
+    return (X, info) if return_info else X
+
+
+def _checked_constraints(Ps) -> list[np.ndarray]:
+    """The constraint matrices, finite and symmetrized, all square of one size (one-line errors)."""
     Ps = [sym(check_finite_array(P, "P", ndim=2)) for P in Ps]
     if not Ps:
         raise ValueError("need at least one matrix")
     s = Ps[0].shape[0]
     if any(P.shape != (s, s) for P in Ps):
         raise ValueError(f"all constraint matrices must be square of the same size, got {[P.shape for P in Ps]}")
-    k = len(Ps)
-    if s == 0:
-        X = np.zeros((0, 0))
-        return (X, SDPInfo(0.0, 0.0, 0)) if return_info else X
-    scale = max(float(np.linalg.eigvalsh(P)[-1]) for P in Ps)
-    if scale <= 0:
-        X = np.zeros((s, s))
-        return (X, SDPInfo(0.0, 0.0, 0)) if return_info else X
-    if k == 1:
+    return Ps
+
+
+def _trivial_bound(Ps, scale: float):
+    r"""``(X, info)`` where no iteration is needed, else ``None``: an empty problem (``s = 0``) and
+    constraints with no positive eigenvalue (``scale`` :math:`\le 0`, so every :math:`P_i \preceq 0`)
+    give :math:`X = 0`; one constraint gives :math:`X = P_1` (its trace is the optimum exactly)."""
+    s = Ps[0].shape[0]
+    if s == 0 or scale <= 0:
+        return np.zeros((s, s)), SDPInfo(0.0, 0.0, 0)
+    if len(Ps) == 1:
         X = Ps[0].copy()
-        return (X, SDPInfo(0.0, float(np.trace(X)), 0)) if return_info else X
-    P = [Pi / scale for Pi in Ps]
+        return X, SDPInfo(0.0, float(np.trace(X)), 0)
+    return None
+
+
+def _interior_point(P, tol: float, max_iter: int):
+    r"""The primal-dual iterations of :func:`min_trace_upper_bound` on the scaled constraints ``P``
+    (largest eigenvalue 1): ``(gap, lower, X, iterations)`` of the best certified iterate.
+
+    Starts at the strictly feasible pair :math:`X = \sum_i P_i + I` (so :math:`X - P_j =
+    \sum_{i \ne j} P_i + I \succ 0`), :math:`Y_i = I/k` (:math:`\sum_i Y_i = I`); stops when the
+    certified gap is below ``tol``, after four iterations without halving the best gap
+    (rounding stopped progress), when an iterate loses definiteness, or after ``max_iter``.
+    """
+    k, s = len(P), P[0].shape[0]
     eye = np.eye(s)
-    iu = np.triu_indices(s)
-    a_idx, b_idx = iu
-    X = sum(P) + eye  # strictly feasible: X - P_j = sum_{i != j} P_i + I
-    Y = [eye / k for _ in range(k)]  # strictly dual feasible: sum_i Y_i = I
+    X = sum(P) + eye
+    Y = [eye / k for _ in range(k)]
     iters = stall = 0
     best = (np.inf, -np.inf, X)
     for _ in range(max_iter):
@@ -157,10 +183,7 @@ def min_trace_upper_bound(Ps, *, tol: float = 1e-11, max_iter: int = 100, return
             LYs = [np.linalg.cholesky(Yi) for Yi in Y]
         except np.linalg.LinAlgError:
             break
-        # certificate: normalize Y to exact dual feasibility, sum_i Y_i = I
-        Tn = inv_sqrt_pd(sum(Y))
-        lower = float(sum(np.sum((Tn @ Yi @ Tn) * Pi) for Yi, Pi in zip(Y, P)))
-        gap = float(np.trace(X)) - lower
+        gap, lower = _certificate(X, Y, P)
         if gap < best[0]:
             stall = stall + 1 if gap > 0.5 * best[0] else 0
             best = (gap, lower, X.copy())
@@ -169,44 +192,70 @@ def min_trace_upper_bound(Ps, *, tol: float = 1e-11, max_iter: int = 100, return
         if gap <= tol or stall >= 4:  # converged, or rounding stopped progress
             break
         iters += 1
-        mu = sum(float(np.sum(Si * Yi)) for Si, Yi in zip(S, Y)) / (k * s)
-        Sinv = [linalg.cho_solve((Lc, True), eye) for Lc in Ls]
-        H, w = _hkm_operator(Sinv, Y, iu)
-        rd = eye - sum(Y)
-
-        def direction(sigma_mu, dX_aff=None, dY_aff=None):
-            # Delta Y_i = sym(sigma mu S_i^{-1} - Y_i - S_i^{-1} dX Y_i - S_i^{-1} dX_aff dY_aff_i)
-            rhs_m = sum(sigma_mu * Si_ - Yi for Si_, Yi in zip(Sinv, Y)) - rd
-            if dX_aff is not None:
-                rhs_m = rhs_m - sum(sym(Si_ @ dX_aff @ dYa) for Si_, dYa in zip(Sinv, dY_aff))
-            rhs_m = sym(rhs_m)
-            c = _solve_spd(H, w * rhs_m[a_idx, b_idx])
-            dX = np.zeros((s, s))
-            dX[a_idx, b_idx] = c
-            dX[b_idx, a_idx] = c
-            dY = []
-            for i, (Si_, Yi) in enumerate(zip(Sinv, Y)):
-                M = sigma_mu * Si_ - Yi - Si_ @ dX @ Yi
-                if dX_aff is not None:
-                    M = M - Si_ @ dX_aff @ dY_aff[i]
-                dY.append(sym(M))
-            return dX, dY
-
-        def steps(dX, dY):
-            ap = min(1.0, 0.95 * _max_step(Ls, [dX] * k))
-            ad = min(1.0, 0.95 * _max_step(LYs, dY))
-            return ap, ad
-
-        # Mehrotra predictor-corrector
-        dXa, dYa = direction(0.0)
-        ap, ad = steps(dXa, dYa)
-        mu_aff = sum(float(np.sum((Si + ap * dXa) * (Yi + ad * dYi))) for Si, Yi, dYi in zip(S, Y, dYa)) / (k * s)
-        sigma = min(1.0, max(0.0, mu_aff / mu) ** 3)
-        dX, dY = direction(sigma * mu, dXa, dYa)
-        ap, ad = steps(dX, dY)
-        X = sym(X + ap * dX)
-        Y = [sym(Yi + ad * dYi) for Yi, dYi in zip(Y, dY)]
+        X, Y = _predictor_corrector(X, Y, S, Ls, LYs)
     gap, lower, X = best
-    X = X * scale
-    info = SDPInfo(gap=gap * scale, lower_bound=lower * scale, iterations=iters)
-    return (X, info) if return_info else X
+    return gap, lower, X, iters
+
+
+def _certificate(X, Y, P) -> tuple[float, float]:
+    r"""``(gap, lower)``: with :math:`T = (\sum_i Y_i)^{-1/2}` the :math:`TY_iT` are exactly dual
+    feasible, so ``lower`` :math:`= \sum_i \mathrm{tr}(TY_iTP_i) \le` optimum :math:`\le
+    \mathrm{tr}X`, and ``gap`` :math:`= \mathrm{tr}X -` ``lower`` bounds the suboptimality of X."""
+    Tn = inv_sqrt_pd(sum(Y))
+    lower = float(sum(np.sum((Tn @ Yi @ Tn) * Pi) for Yi, Pi in zip(Y, P)))
+    return float(np.trace(X)) - lower, lower
+
+
+def _hkm_direction(Sinv, Y, H, w, rd, sigma_mu, dX_aff=None, dY_aff=None):
+    r"""The Newton direction :math:`(\Delta X, \Delta Y_i)` for the target :math:`S_iY_i = \sigma\mu I`:
+    :math:`\Delta Y_i = \mathrm{sym}(\sigma\mu S_i^{-1} - Y_i - S_i^{-1}\Delta X\,Y_i - S_i^{-1}\Delta
+    X^{a}\Delta Y_i^{a})` (the last term: Mehrotra's second-order correction from the affine
+    direction ``dX_aff``, ``dY_aff``, when given), with :math:`\Delta X` solving
+    :math:`\sum_i \Delta Y_i = ` ``rd`` :math:`= I - \sum_i Y_i` through the HKM operator ``H``
+    (:func:`_hkm_operator`, weights ``w``) in the upper-triangle coordinates of :math:`\Delta X`."""
+    s = Y[0].shape[0]
+    a_idx, b_idx = np.triu_indices(s)
+    rhs_m = sum(sigma_mu * Si_ - Yi for Si_, Yi in zip(Sinv, Y)) - rd
+    if dX_aff is not None:
+        rhs_m = rhs_m - sum(sym(Si_ @ dX_aff @ dYa) for Si_, dYa in zip(Sinv, dY_aff))
+    rhs_m = sym(rhs_m)
+    c = _solve_spd(H, w * rhs_m[a_idx, b_idx])
+    dX = np.zeros((s, s))
+    dX[a_idx, b_idx] = c
+    dX[b_idx, a_idx] = c
+    dY = []
+    for i, (Si_, Yi) in enumerate(zip(Sinv, Y)):
+        M = sigma_mu * Si_ - Yi - Si_ @ dX @ Yi
+        if dX_aff is not None:
+            M = M - Si_ @ dX_aff @ dY_aff[i]
+        dY.append(sym(M))
+    return dX, dY
+
+
+def _step_lengths(Ls, LYs, dX, dY) -> tuple[float, float]:
+    """Primal and dual step lengths: 0.95 of the exact distance to the boundary of the cones
+    (:func:`_max_step` on the Cholesky factors of the :math:`S_i` and :math:`Y_i`), at most 1."""
+    ap = min(1.0, 0.95 * _max_step(Ls, [dX] * len(Ls)))
+    ad = min(1.0, 0.95 * _max_step(LYs, dY))
+    return ap, ad
+
+
+def _predictor_corrector(X, Y, S, Ls, LYs):
+    r"""One Mehrotra predictor-corrector step from :math:`(X, Y)` (``S`` :math:`= X - P_i`, ``Ls``
+    and ``LYs`` the Cholesky factors of the :math:`S_i` and :math:`Y_i`): the affine direction
+    (:math:`\sigma = 0`) predicts the complementarity :math:`\mu_{aff}` reachable, the centring
+    :math:`\sigma = (\mu_{aff}/\mu)^3` (at most 1) and the second-order term correct it; both
+    iterates move by their step lengths and stay strictly feasible."""
+    k, s = len(S), S[0].shape[0]
+    eye = np.eye(s)
+    mu = sum(float(np.sum(Si * Yi)) for Si, Yi in zip(S, Y)) / (k * s)
+    Sinv = [linalg.cho_solve((Lc, True), eye) for Lc in Ls]
+    H, w = _hkm_operator(Sinv, Y, np.triu_indices(s))
+    rd = eye - sum(Y)
+    dXa, dYa = _hkm_direction(Sinv, Y, H, w, rd, 0.0)
+    ap, ad = _step_lengths(Ls, LYs, dXa, dYa)
+    mu_aff = sum(float(np.sum((Si + ap * dXa) * (Yi + ad * dYi))) for Si, Yi, dYi in zip(S, Y, dYa)) / (k * s)
+    sigma = min(1.0, max(0.0, mu_aff / mu) ** 3)
+    dX, dY = _hkm_direction(Sinv, Y, H, w, rd, sigma * mu, dXa, dYa)
+    ap, ad = _step_lengths(Ls, LYs, dX, dY)
+    return sym(X + ap * dX), [sym(Yi + ad * dYi) for Yi, dYi in zip(Y, dY)]
