@@ -65,6 +65,11 @@ N_RELEASES = 4000 if FULL else 600  # independent releases for the law / unbiase
 LONG_FACTOR = 4 if FULL else 3  # reference chains run this many times the certified burn-in
 N_REPLICATES = 20 if FULL else 3  # releases refitted for the coverage study
 DRAWS, TUNE, CHAINS = (2000, 1500, 4) if FULL else (600, 600, 2)
+# the main fit's draws per chain: its R-hat is checked against 1.05.  For stationary chains,
+# split R-hat - 1 is about 2 chi2_3 / (3 ESS) (four half-chains); with 9 log odds ratios and
+# ESS about a sixth of the draws per chain, 2000 draws x 2 chains (ESS about 330) make R-hat >
+# 1.05 about a 1-in-5,000 event; 600 x 2 (ESS about 100) would give it odds near 1 in 3
+MAIN_DRAWS = DRAWS if FULL else 2000
 print(f"mode: {'full' if FULL else 'small'}; figures in {OUT}")
 
 truth = datasets.delinquent_children()
@@ -204,9 +209,9 @@ show(fig, OUT / "release_noise.png")
 # super-population association, so these are a guide, not a target to be covered.
 
 # %%
-def fit_table(y, seed):
+def fit_table(y, seed, draws=DRAWS):
     release = Release(y, mechs["l1"], t=t, shape=shape)  # checks that y keeps the published margins
-    return fit(release, "contingency", draws=DRAWS, tune=TUNE, chains=CHAINS, cores=1, seed=seed,
+    return fit(release, "contingency", draws=draws, tune=TUNE, chains=CHAINS, cores=1, seed=seed,
                progressbar=False).idata
 
 
@@ -216,7 +221,7 @@ def cell_draws(idata):
 
 t0 = time.perf_counter()
 y_one = x + noise["l1"][0]
-idata = fit_table(y_one, int(rng.integers(2**31)))
+idata = fit_table(y_one, int(rng.integers(2**31)), draws=MAIN_DRAWS)
 fit_seconds = time.perf_counter() - t0
 xd = cell_draws(idata)
 # every posterior draw should keep the margins and be non-negative
@@ -294,7 +299,7 @@ show(fig, OUT / "log_odds_forest.png")
 # %%
 PPC_DRAWS = 100  # posterior draws per chain used for the replicated releases
 model = contingency_table_model(Release(y_one, mechs["l1"], t=t, shape=shape))
-thin = idata.sel(draw=slice(None, None, max(1, DRAWS // PPC_DRAWS)))
+thin = idata.sel(draw=slice(None, None, max(1, MAIN_DRAWS // PPC_DRAWS)))
 t0 = time.perf_counter()
 # a seed of its own: the study's generator keeps the stream of the releases that follow
 ppc = pm.sample_posterior_predictive(thin, model=model, random_seed=20050, progressbar=False)

@@ -20,8 +20,11 @@
     block updates of independent cells given their group sums (tree FFBS + MH)
 ``nested``
     block updates under nested sum constraints with potentials on the intermediate sums
+``measured``
+    pair moves for cells measured by noisy sums, with a Dirichlet-multinomial prior
+    (compiled with Numba)
 
-Nothing here imports PyMC; the PyMC step methods built on these kernels live in
+Nothing here imports PyMC (``measured`` is NumPy code compiled by Numba); the PyMC step methods built on these kernels live in
 :mod:`privinfer.pymc`.
 """
 
@@ -88,11 +91,13 @@ from .moves import (
     moves_for,
     sweep_order,
 )
+from .measured import SPREAD, MeasuredPairs, SweepCounts, measured_pair_sweeps, rounded_normal_logmass
 from .nested import NestedSumSampler, NestedTree, nested_block_kernel
 
 __all__ = [
     "LOG_DROP", "GroupTree", "GroupSumSampler", "BlockInfo", "block_kernel", "separable_cell_logp", "SeparableCells", "unimodal_windows",
     "NestedTree", "NestedSumSampler", "nested_block_kernel",
+    "MeasuredPairs", "SweepCounts", "measured_pair_sweeps", "rounded_normal_logmass", "SPREAD",
     "BurnInCertificate", "certify_burn_in", "coupled_sweep", "iterations_to_threshold",
     "maximal_coupling_double_geometric", "sample_meeting_times", "tv_upper_bound",
     "CellSum", "WholeVector", "LinearQueries", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",

@@ -6,8 +6,12 @@
   :class:`LatticeBlockGibbs` (the default: exact block draws per group where they apply),
   :class:`LatticeMetropolis` / :class:`LatticeGibbs` (step methods on the lattice engine).
 * :func:`lattice_steps` -- one lattice step per integer latent, for ``pm.sample(step=...)``.
+* :class:`MeasuredPairsGibbs` -- pair moves for a latent observed through noisy measurements,
+  with a :class:`DirichletMultinomialCells` prior (assigned by ``pm.sample()`` to latents made
+  with ``lattice_latent(..., sampler="measured_pairs")``).
 """
 
+from .measured import DirichletMultinomialCells, MeasuredPairsGibbs
 from .latents import ConditionalPrior, affine_latent, constrained_vector, lattice_latent, prior_logp
 from .observe import observe, posterior_predictive_releases
 from .steps import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
@@ -26,4 +30,6 @@ __all__ = [
     "LatticeBlockGibbs",
     "LatticeMetropolis",
     "LatticeGibbs",
+    "MeasuredPairsGibbs",
+    "DirichletMultinomialCells",
 ]

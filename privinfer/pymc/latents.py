@@ -121,7 +121,7 @@ def _fibre_check(inv: Invariant, t: np.ndarray, nonnegative: bool):
 
 
 def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonnegative: bool = True,
-                   initval=None, dims=None, moves=None, model=None):
+                   initval=None, dims=None, moves=None, sampler=None, model=None):
     """Integer latent ``x`` on the fibre ``{x in Z^n : C x = t}`` (``x >= 0`` by default).
 
     Parameters
@@ -151,6 +151,11 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
         a :class:`~privinfer.lattice.MoveCycle` of them), checked to keep ``C x``; default
         the invariant's own (:func:`~privinfer.lattice.moves_for`).  The multi-direction
         jumps along the invariant's lattice basis are made in any case.
+    sampler
+        ``None`` (the lattice steps of :mod:`privinfer.pymc.steps`), or the name of another
+        step method's kind that ``pm.sample()`` should assign to this latent instead (e.g.
+        ``"measured_pairs"``: :class:`~privinfer.pymc.MeasuredPairsGibbs`); the lattice steps
+        stay usable by hand.
 
     Raises
     ------
@@ -182,7 +187,7 @@ def lattice_latent(name: str, invariant: Invariant, t=None, prior=None, *, nonne
     if moves is not None:
         _check_moves(inv, moves)
     draw = ConditionalPrior(inv, t, prior, nonnegative)
-    x = _lattice_variable(name, inv, t, nonnegative, draw, x0, dims)
+    x = _lattice_variable(name, inv, t, nonnegative, draw, x0, dims, sampler)
     if prior is not None:
         lp = prior_logp(prior, x)
         if not draw.in_logp:
@@ -219,7 +224,7 @@ def _starting_point(inv: Invariant, t: np.ndarray, initval, nonnegative: bool) -
     return x0
 
 
-def _lattice_variable(name, inv: Invariant, t, nonnegative: bool, draw: "ConditionalPrior", x0, dims):
+def _lattice_variable(name, inv: Invariant, t, nonnegative: bool, draw: "ConditionalPrior", x0, dims, sampler=None):
     """The ``CustomDist`` of the latent: log-density = fibre indicator (+ the prior's log-pmf when
     it is a PyMC distribution), random = :class:`ConditionalPrior`, support point = ``x0``."""
     check = _fibre_check(inv, t, nonnegative)
@@ -252,8 +257,10 @@ def _lattice_variable(name, inv: Invariant, t, nonnegative: bool, draw: "Conditi
         class_name="LatticeLatent",
     )
     # the variable's own op says what it is, so PyMC's step assignment (the competence of
-    # LatticeMetropolis) recognizes it without looking at names
+    # LatticeMetropolis) recognizes it without looking at names; ``lattice_sampler`` names the
+    # step kind that should take it instead (None: the lattice steps)
     type(x.owner.op).lattice_latent = True
+    type(x.owner.op).lattice_sampler = sampler
     return x
 
 
@@ -342,7 +349,7 @@ class ConditionalPrior:
             return
         from pytensor.tensor.random.op import RandomVariable
 
-        node = prior.owner
+        node = getattr(prior, "owner", None)  # None for a callable prior
         if node is None or not isinstance(node.op, RandomVariable):
             self.kind = "other"
             return

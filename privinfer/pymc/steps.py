@@ -54,6 +54,7 @@ from ..lattice import (
 from ..lattice.kernels import metropolis_step_inplace
 from ..lattice.laws import nonzero_double_geometric
 from .local_posterior import LocalPosterior
+from .measured import MeasuredPairsGibbs
 from .registry import model_registry
 
 __all__ = ["LatticeMetropolis", "LatticeGibbs", "LatticeBlockGibbs", "lattice_steps", "register_step_methods"]
@@ -167,6 +168,9 @@ class LatticeMetropolis(ArrayStepShared):
         by itself (PyMC's own samplers cannot move on the fibre ``C x = t``)."""
         op = getattr(var.owner, "op", None) if var.owner is not None else None
         if op is not None and getattr(type(op), "lattice_latent", False):
+            if getattr(type(op), "lattice_sampler", None) is not None:
+                # the latent asks for another step kind: still usable when chosen by hand
+                return Competence.COMPATIBLE
             return cls.lattice_competence
         return Competence.INCOMPATIBLE
 
@@ -376,6 +380,6 @@ def register_step_methods() -> None:
     """Add the lattice step methods to ``pymc.STEP_METHODS`` (PyMC's documented extension point:
     "other step methods can be added by appending to this list"), once.  Called when
     :mod:`privinfer.pymc` is imported, so ``pm.sample()`` assigns them to lattice latents."""
-    for cls in (LatticeBlockGibbs, LatticeMetropolis, LatticeGibbs):
+    for cls in (LatticeBlockGibbs, LatticeMetropolis, LatticeGibbs, MeasuredPairsGibbs):
         if cls not in pm.STEP_METHODS:
             pm.STEP_METHODS.append(cls)

@@ -1,0 +1,128 @@
+"""The hierarchical posterior (``privinfer.census.hierarchy_model``) against hierarchical GLS on
+Kentucky tracts.
+
+Data: ``privinfer.census.synthetic_tracts("KY", rng=7)`` (real 2010 county x sex x age counts
+split into about 1,083 tracts; 49,818 cells), measured as the 2020 Census does (state, county
+and tract levels; queries total and sex x age; rho 0.0025 per level and query; state total
+invariant); ``--counties N`` keeps the first N counties (a quicker run).  One release; in the
+same run, the free baseline (hierarchical GLS, ``gls_estimate``) and the posterior of plain
+``pm.sample()`` (NUTS for the profiles, scales and concentration; ``MeasuredPairsGibbs`` for
+the cells).  Printed:
+
+* times (model build, sampling) and peak resident memory of this process and its chains;
+* RMSE against the true cells, posterior mean / GLS, on all cells and on cells under 30;
+* 90% coverage and mean width of both, on all cells, cells under 30, and the tracts' shares
+  aged 65+ (posterior quantiles vs GLS delta-method intervals); GLS negative lower bounds;
+* convergence: max R-hat and min bulk ESS over all cells and over the parameters, the lattice
+  step's acceptance and move rates.
+
+Goals: RMSE <= 0.65 x GLS on cells under 30 and <= 0.88 x GLS on all cells; coverage 0.88-0.92;
+R-hat <= 1.01, ESS >= 400; under 10 minutes on 2 cores, under 4 GB.
+
+Run: ``python benchmarks/bench_hierarchy_model.py [--counties N] [--draws 500] [--tune 500]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import arviz as az
+import numpy as np
+import pymc as pm
+
+from privinfer.census import (AGE_GROUPS, derived_draws, frame_counts, hierarchy_measurements, hierarchy_model,
+                              posterior_summary, synthetic_tracts, unit_sums)
+from privinfer.inference import gls_estimate
+
+QUERIES = {"total": (), "sex x age": ("sex", "age")}
+OLD = [a for a in AGE_GROUPS if a[:2].isdigit() and int(a[:2]) >= 65]
+
+
+def peak_mb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) / 1024.0
+
+
+def coverage(truth, lo, hi):
+    return float(np.mean((truth >= lo) & (truth <= hi)))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--counties", type=int, default=0, help="keep the first N counties (0: all)")
+    ap.add_argument("--draws", type=int, default=500)
+    ap.add_argument("--tune", type=int, default=500)
+    ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
+
+    frame = synthetic_tracts("KY", rng=args.seed)
+    if args.counties:
+        keep = sorted(frame["county"].unique())[: args.counties]
+        frame = frame[frame["county"].isin(keep)].reset_index(drop=True)
+    mech = hierarchy_measurements(frame, geography=["county", "tract"], attributes=["sex", "age"],
+                                  queries=QUERIES, rho=0.0025)
+    x = frame_counts(frame)
+    rel = mech.publish(x, rng=args.seed + 1)
+    print(f"Kentucky tracts: {frame['tract'].nunique()} tracts in {frame['county'].nunique()} counties, "
+          f"{mech.n} cells; {mech.matrix.shape[0]} measurements")
+
+    t0 = time.perf_counter()
+    est = gls_estimate(rel)
+    t_gls = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    model = hierarchy_model(rel)
+    t_build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with model:
+        idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=min(args.chains, 2),
+                          random_seed=args.seed, progressbar=False, compute_convergence_checks=False)
+    t_sample = time.perf_counter() - t0
+    draws = idata.posterior["x"].values.reshape(-1, mech.n)
+
+    small = x < 30
+    pm_mean = draws.mean(0)
+    lo, hi = np.quantile(draws, [0.05, 0.95], axis=0)
+    rmse = lambda e, m=slice(None): float(np.sqrt(np.mean((e[m] - x[m]) ** 2)))  # noqa: E731
+    print(f"times: GLS {t_gls:.1f} s, model build {t_build:.1f} s, sampling {t_sample:.0f} s "
+          f"({args.chains} chains x ({args.tune} + {args.draws})); peak memory {peak_mb():.0f} MB")
+    print(f"{'':24s}{'GLS':>10s}{'posterior':>11s}{'ratio':>8s}")
+    for name, m in (("RMSE, all cells", slice(None)), ("RMSE, cells under 30", small)):
+        g, p = rmse(est.x, m), rmse(pm_mean, m)
+        print(f"{name:24s}{g:10.2f}{p:11.2f}{p / g:8.3f}")
+
+    A, B = unit_sums(rel, "tract", age=OLD), unit_sums(rel, "tract")
+    share_true = (x @ A) / (x @ B)
+    s_mean, s_lo, s_hi = posterior_summary(derived_draws(draws, A, B))
+    g_share, g_lo, g_hi = est.ratio_interval(A, B)
+    print("90% coverage (mean width):")
+    for name, m in (("all cells", slice(None)), ("cells under 30", small)):
+        print(f"  {name:22s} GLS {coverage(x[m], est.lower[m], est.upper[m]):.3f} "
+              f"({np.mean(est.upper[m] - est.lower[m]):.1f})   posterior {coverage(x[m], lo[m], hi[m]):.3f} "
+              f"({np.mean(hi[m] - lo[m]):.1f})")
+    print(f"  {'tract share 65+':22s} GLS {coverage(share_true, g_lo, g_hi):.3f} ({np.mean(g_hi - g_lo):.4f})"
+          f"   posterior {coverage(share_true, s_lo, s_hi):.3f} ({np.mean(s_hi - s_lo):.4f})")
+    print(f"  RMSE of the share 65+: GLS {np.sqrt(np.mean((g_share - share_true) ** 2)):.4f}, "
+          f"posterior {np.sqrt(np.mean((s_mean - share_true) ** 2)):.4f}")
+    print(f"GLS intervals with a negative lower bound: {int(np.sum(est.lower < 0))}; posterior: 0 (x >= 0)")
+
+    rhat_x = az.rhat(idata, var_names=["x"])["x"].values
+    ess_x = az.ess(idata, var_names=["x"])["x"].values
+    params = [v for v in idata.posterior.data_vars if v != "x"]
+    rh_p = float(az.rhat(idata, var_names=params).to_array().max())
+    ess_p = float(az.ess(idata, var_names=params).to_array().min())
+    ss = idata.sample_stats
+    kappa = idata.posterior["concentration"].values.ravel()
+    print(f"convergence: cells max R-hat {np.nanmax(rhat_x):.3f}, min bulk ESS {np.nanmin(ess_x):.0f} "
+          f"(cells with R-hat > 1.01: {int(np.sum(rhat_x > 1.01))}); parameters max R-hat {rh_p:.3f}, "
+          f"min ESS {ess_p:.0f}; lattice acceptance {float(ss['lattice_accept'].mean()):.2f}, "
+          f"moved {float(ss['lattice_moved'].mean()):.2f}; NUTS tree depth "
+          f"{float(ss['tree_depth'].mean()):.1f}; concentration {np.median(kappa):.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+r"""A hierarchical prior for the cells of a Census-style hierarchy, fitted to its noisy measurements.
+
+:func:`hierarchy_model` builds, from a release of
+:class:`~privinfer.mechanisms.hierarchy.HierarchyMeasurements`, the PyMC model
+
+.. math::
+   \theta_0 &\sim \mathrm{ZeroSumNormal}(s_0), \qquad
+   \theta_v = \theta_{\mathrm{pa}(v)} + \tau_l \odot z_v,\ z_v \sim \mathrm{ZeroSumNormal}(1),
+   \ \tau_l \sim \mathrm{HalfNormal}(s_\tau) \quad (\text{units } v \text{ of levels } 0 < l < L-1), \\
+   x_u \mid N_u &\sim \mathrm{DirMult}\big(N_u,\ \kappa\,\mathrm{softmax}(\theta_{\mathrm{pa}(u)})\big)
+   \quad (\text{lowest-level units } u),\qquad \kappa \sim \mathrm{LogNormal}(\log 50, 2),
+
+the unit totals :math:`N_u` flat, restricted to the published invariant :math:`Cx = t` and
+observed through the exact discrete Gaussian likelihood of every measurement
+(:func:`privinfer.pymc.observe`).  :math:`\theta_v \in \mathbb R^d` is the log attribute profile
+of unit ``v`` (``d`` attribute combinations, e.g. sex x age): the state's profile, each
+county's departure from it with one learned scale per attribute combination (some age groups
+vary between counties far more than others), and each tract's cells drawn around its county's
+profile with a learned concentration :math:`\kappa` (a Dirichlet-multinomial: tracts depart
+from their county as real tracts do -- young and old tracts -- and the spread is learned from
+all tracts at once).  This is the Poisson log-linear hierarchy of small-area estimation
+(Fay-Herriot's pooling, on counts) made exact for integer cells: the Dirichlet-multinomial is
+the Poisson-gamma (negative binomial) model conditioned on the unit total, so the unit sizes
+need no model of their own -- the measurements pin them down.
+
+Sampling: NUTS for the continuous parameters; the cells by
+:class:`~privinfer.pymc.MeasuredPairsGibbs` (``pm.sample()`` assigns it): pair moves within a
+tract, between the same attribute cell of two tracts of one county, and anywhere in an
+invariant group, with proposals that follow the exact Gaussian measurement term along each
+move.  Nothing of size n x n is built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from ..inference import gls_estimate
+from ..lattice import MoveCycle, PairMoves
+from ..mechanisms.hierarchy import HierarchyMeasurements
+from ..mechanisms.noisy_measurements import MeasurementRelease
+from ..pymc import DirichletMultinomialCells, lattice_latent, observe
+
+__all__ = ["hierarchy_model", "start_point"]
+
+
+def _checked(release):
+    if not isinstance(release, MeasurementRelease) or not isinstance(release.mechanism, HierarchyMeasurements):
+        raise TypeError("hierarchy_model needs a release of hierarchy measurements "
+                        "(privinfer.census.hierarchy_measurements(...).publish(counts))")
+    inv = release.invariant
+    if inv is None or inv.partition is None:
+        raise ValueError("hierarchy_model needs published totals: build the measurements with "
+                         "invariant='total' or a geography level whose unit totals are exact")
+    return release.mechanism, inv
+
+
+def start_point(release) -> np.ndarray:
+    """A non-negative integer point on the fibre near the (hierarchical) GLS estimate: in each
+    invariant group, the group total split in proportion to the positive part of the estimate,
+    rounded by largest remainders.  The chains' starting point."""
+    mech, inv = _checked(release)
+    est = np.clip(np.asarray(gls_estimate(release).x, dtype=float), 0.0, None)
+    t = np.asarray(release.t, dtype=np.int64)
+    codes = np.asarray(inv.partition.codes)
+    x = np.zeros(inv.n, dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(t) + 1))
+    for g in range(len(t)):
+        idx = order[bounds[g]:bounds[g + 1]]
+        w = est[idx]
+        w = np.ones(idx.size) if w.sum() <= 0 else w
+        share = t[g] * w / w.sum()
+        base = np.floor(share).astype(np.int64)
+        rest = int(t[g] - base.sum())
+        if rest > 0:
+            base[np.argsort(-(share - base), kind="stable")[:rest]] += 1
+        x[idx] = base
+    return x
+
+
+def _profiles(hier, profile_scale: float, scale_prior: float):
+    """The log profiles :math:`\\theta` of the units of every level above the lowest (in the
+    model's context); returns the lowest level's parents' profiles ``(U_{L-2}, d)`` (the
+    state's, as one row, when the lowest level is the top)."""
+    d = hier.d
+    theta = pm.ZeroSumNormal(f"log_profile_{hier.levels[0]}", sigma=profile_scale, shape=(d,), dims="combination")
+    theta = theta[None, :]
+    for l in range(1, hier.depth - 1):
+        name = hier.levels[l]
+        scale = pm.HalfNormal(f"scale_{name}", sigma=scale_prior, shape=(d,), dims="combination")
+        z = pm.ZeroSumNormal(f"departure_{name}", sigma=1.0, shape=(hier.n_units(l), d), dims=(name, "combination"))
+        theta = theta[np.asarray(hier.parent[l], dtype=np.int64)] + scale[None, :] * z
+        pm.Deterministic(f"log_profile_{name}", theta, dims=(name, "combination"))
+    return theta
+
+
+def _moves(hier, inv):
+    """Partner families: the cells of one lowest-level unit, and (when they stay inside the
+    invariant's groups) the same attribute combination in the lowest units of one parent."""
+    leaf = hier.leaf_unit
+    parts = [PairMoves(leaf)]
+    if hier.depth >= 2:
+        par = np.asarray(hier.parent[-1], dtype=np.int64)[leaf]
+        sib = par * hier.d + hier.combination
+        codes = np.asarray(inv.partition.codes)
+        pairs = np.unique(np.stack([sib, codes]), axis=1)
+        if np.unique(pairs[0]).size == pairs.shape[1] and np.bincount(sib).max() > 1:
+            parts.append(PairMoves(sib))
+    return MoveCycle(parts)
+
+
+def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0) -> pm.Model:
+    """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
+
+    Parameters
+    ----------
+    release
+        a :class:`~privinfer.mechanisms.noisy_measurements.MeasurementRelease` of
+        :func:`~privinfer.census.hierarchy_measurements` (published totals required).
+    profile_scale
+        prior scale :math:`s_0` of the top level's log profile.
+    scale_prior
+        prior scale :math:`s_\\tau` of the departure scales.
+
+    Returns
+    -------
+    pm.Model
+        the cells as the int64 variable ``x`` in the frame's row order (coordinate ``cell``:
+        the cell ids ``"tract|sex|age"``), the parameters ``log_profile_<level>``,
+        ``scale_<level>``, ``departure_<level>``, ``concentration``, and the observed
+        measurements ``y``.  ``pm.sample()`` assigns NUTS and
+        :class:`~privinfer.pymc.MeasuredPairsGibbs` by itself.
+    """
+    mech, inv = _checked(release)
+    for name, v in (("profile_scale", profile_scale), ("scale_prior", scale_prior)):
+        if not (np.isscalar(v) and np.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a finite number > 0")
+    hier = mech.hierarchy
+    x0 = start_point(release)
+    ids = getattr(mech, "cell_ids", None)
+    ids = hier.cell_ids() if ids is None else ids
+    combos = [str(c) for c in hier.cell_ids()[hier.leaf_order()[0]]] if hier.n else []
+    combos = [c.split("|", 1)[1] if "|" in c else c for c in combos]
+    coords = {"cell": list(ids), "combination": combos}
+    coords.update({hier.levels[l]: [str(u) for u in hier.unit_labels[l]] for l in range(1, hier.depth - 1)})
+    with pm.Model(coords=coords) as model:
+        theta = _profiles(hier, float(profile_scale), float(scale_prior))
+        kappa = pm.LogNormal("concentration", mu=np.log(50.0), sigma=2.0)
+        par = np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else np.zeros(hier.n_units(0), np.int64)
+        alpha_grid = kappa * pt.special.softmax(theta, axis=-1)[par]
+        alpha = alpha_grid.ravel()[hier.leaf_unit * hier.d + hier.combination]
+        prior = DirichletMultinomialCells(alpha, hier.leaf_order())
+        x = lattice_latent("x", inv, release.t, prior=prior, initval=x0, moves=_moves(hier, inv),
+                           sampler="measured_pairs", dims="cell")
+        observe("y", mech, x, observed=release.y)
+    return model

@@ -1,0 +1,143 @@
+"""The hierarchical model of a census hierarchy release (privinfer.census.hierarchy_model):
+step assignment by plain pm.sample(), the invariant on every draw, and the posterior against
+an exact computation (enumeration of the fibre, quadrature over the hyperparameters) on a
+hierarchy of 2 tracts x 2 cells."""
+
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytest
+from pymc.sampling.mcmc import assign_step_methods
+from scipy import special, stats
+
+from census_helpers import random_frame
+from privinfer.census import hierarchy_measurements, hierarchy_model, start_point
+from privinfer.pymc import MeasuredPairsGibbs
+
+QUERIES = {"total": (), "sex_age": ("sex", "age")}
+
+
+def small_release(seed=3, rho=0.05):
+    f = random_frame(seed, counties=3, max_tracts=2)
+    mech = hierarchy_measurements(f, geography=["county", "tract"], attributes=["sex", "age"],
+                                  queries=QUERIES, rho=rho)
+    return f, mech.publish(f["count"], rng=seed)
+
+
+def test_plain_sample_assigns_the_pair_moves_to_the_cells():
+    f, rel = small_release()
+    model = hierarchy_model(rel)
+    _, selected = assign_step_methods(model, None, methods=pm.STEP_METHODS)
+    x_value = model.rvs_to_values[model["x"]]
+    assert selected[MeasuredPairsGibbs] == [x_value]
+    assert x_value not in selected.get(pm.NUTS, [])
+    assert set(selected[pm.NUTS]) == {v for v in model.value_vars if v is not x_value}
+    assert list(model.coords["cell"]) == list(rel.mechanism.cell_ids)
+
+
+def test_draws_keep_the_invariant_and_stay_non_negative():
+    f, rel = small_release()
+    model = hierarchy_model(rel)
+    with model:
+        idata = pm.sample(150, tune=150, chains=1, cores=1, random_seed=4, progressbar=False,
+                          compute_convergence_checks=False)
+    x = idata.posterior["x"].values.reshape(-1, len(f))
+    assert np.all(x.sum(axis=1) == f["count"].sum())
+    assert x.min() >= 0
+    acc = idata.sample_stats["lattice_accept"].values
+    moved = idata.sample_stats["lattice_moved"].values
+    assert np.all((acc > 0) & (acc <= 1)) and moved.mean() > 0.05  # the cells move
+
+
+def test_start_point_is_on_the_fibre():
+    f, rel = small_release()
+    x0 = start_point(rel)
+    assert x0.dtype == np.int64 and x0.min() >= 0 and x0.sum() == f["count"].sum()
+
+
+def test_refuses_what_it_cannot_model():
+    f = random_frame(1, counties=2, max_tracts=2)
+    mech = hierarchy_measurements(f, geography=["county", "tract"], attributes=["sex", "age"],
+                                  queries=QUERIES, rho=0.05, invariant=None)
+    with pytest.raises(ValueError, match="published totals"):
+        hierarchy_model(mech.publish(f["count"], rng=0))
+    with pytest.raises(TypeError, match="hierarchy measurements"):
+        hierarchy_model(np.zeros(3))
+    _, rel = small_release()
+    with pytest.raises(ValueError, match="profile_scale"):
+        hierarchy_model(rel, profile_scale=-1.0)
+
+
+# --- exact posterior on 2 tracts x 2 cells -------------------------------------------------
+
+TINY = pd.DataFrame({"tract": ["a", "a", "b", "b"], "sex": ["m", "f", "m", "f"], "count": [4, 2, 1, 5]})
+TOTAL = int(TINY["count"].sum())
+PROFILE_SCALE = 3.0
+
+
+def tiny_release():
+    mech = hierarchy_measurements(TINY, geography=["tract"], attributes=["sex"],
+                                  queries={"total": (), "sex": ("sex",)}, rho=0.1)
+    return mech, mech.publish(TINY["count"], rng=21)
+
+
+def exact_posterior(mech, y):
+    """p(x | y) over the fibre {x >= 0, sum x = 12}: the discrete Gaussian likelihood of every
+    measurement times the prior of x integrated over the hyperparameters by the trapezoid rule
+    on a fine grid.  The prior: theta = (a, -a) with a ~ N(0, s^2/2) (a zero-sum normal of
+    two elements), kappa ~ LogNormal(log 50, 2), each tract's cells Dirichlet-multinomial
+    (kappa softmax(theta)) given its total, the tract totals flat."""
+    X = np.array([(i, j, k, TOTAL - i - j - k) for i in range(TOTAL + 1) for j in range(TOTAL + 1 - i)
+                  for k in range(TOTAL + 1 - i - j)])
+    B = mech.matrix.toarray()
+    loglik = -np.sum((y - X @ B.T) ** 2 / (2 * mech.row_sigma**2), axis=1)
+    a = np.linspace(-9, 9, 361)                          # +-4.2 prior sd
+    lk = np.linspace(np.log(50) - 8, np.log(50) + 8, 161)  # +-4 prior sd
+    A, LK = np.meshgrid(a, lk, indexing="ij")
+    A, K = A.ravel(), np.exp(LK.ravel())
+    log_w = (stats.norm.logpdf(A, 0, PROFILE_SCALE / np.sqrt(2)) + stats.norm.logpdf(LK.ravel(), np.log(50), 2))
+    am, af = K * special.expit(2 * A), K * special.expit(-2 * A)
+    # order of the cells: the mechanism's (its cells are the frame's rows)
+    ids = list(mech.cell_ids)
+    cm, cf = ids.index("a|m"), ids.index("a|f")
+    dm, df = ids.index("b|m"), ids.index("b|f")
+
+    def dirmult(xm, xf):  # (fibre, nodes)
+        xm, xf = xm[:, None].astype(float), xf[:, None].astype(float)
+        n = xm + xf
+        return (special.gammaln(n + 1) + special.gammaln(K) - special.gammaln(n + K)
+                + special.gammaln(xm + am) - special.gammaln(am) - special.gammaln(xm + 1)
+                + special.gammaln(xf + af) - special.gammaln(af) - special.gammaln(xf + 1))
+
+    lp = dirmult(X[:, cm], X[:, cf]) + dirmult(X[:, dm], X[:, df]) + log_w
+    logprior = special.logsumexp(lp, axis=1)  # equal grid steps: the trapezoid's interior weights
+    logpost = loglik + logprior
+    p = np.exp(logpost - logpost.max())
+    p /= p.sum()
+    # the posterior mean of a, for the hyperparameter check
+    post_nodes = special.softmax((lp + loglik[:, None]).ravel()).reshape(lp.shape).sum(0)
+    return X, p, float(np.sum(post_nodes * A))
+
+
+def test_posterior_matches_the_exact_one_on_two_tracts():
+    mech, rel = tiny_release()
+    X, p, a_mean = exact_posterior(mech, np.asarray(rel.y, float))
+    exact_mean = p @ X
+    exact_sd = np.sqrt(p @ X**2 - exact_mean**2)
+    model = hierarchy_model(rel, profile_scale=PROFILE_SCALE)
+    with model:
+        idata = pm.sample(2000, tune=1000, chains=2, cores=1, random_seed=8, progressbar=False)
+    x = idata.posterior["x"]
+    assert np.all(x.values.sum(-1) == TOTAL)
+    ess = np.asarray(pm.ess(idata, var_names=["x"])["x"])
+    got = x.values.reshape(-1, 4).mean(0)
+    # |MCMC mean - exact mean| in units of the Monte Carlo standard error sd / sqrt(ESS);
+    # Bonferroni over the 4 cells and the profile parameter at family-wise level 0.001
+    z_crit = stats.norm.isf(0.001 / (2 * 5))
+    z = (got - exact_mean) / (exact_sd / np.sqrt(ess))
+    assert np.all(np.abs(z) < z_crit), (got, exact_mean, z)
+    m_idx = list(model.coords["combination"]).index("m")
+    theta_m = idata.posterior["log_profile_state"].values[..., m_idx].ravel()
+    ess_t = float(pm.ess(idata, var_names=["log_profile_state"])["log_profile_state"].values[m_idx])
+    z_a = (theta_m.mean() - a_mean) / (theta_m.std() / np.sqrt(ess_t))
+    assert abs(z_a) < z_crit, (theta_m.mean(), a_mean)
