@@ -68,6 +68,37 @@ def test_refuses_what_it_cannot_model():
         hierarchy_model(rel, profile_scale=-1.0)
 
 
+def test_smooth_departures_enter_the_prior_as_written():
+    # alpha of every cell = kappa softmax(theta_county + r_tract,age) with r the random walk
+    # of the step scales times the innovations, recomputed here in NumPy at a random point
+    from privinfer.pymc.registry import model_registry
+
+    f, rel = small_release()
+    model = hierarchy_model(rel, smooth="age")  # 3 age groups: "auto" would take none
+    assert "step_scale_age" not in hierarchy_model(rel).named_vars
+    hier = rel.mechanism.hierarchy
+    rng = np.random.default_rng(2)
+    point = model.initial_point()
+    for k, v in point.items():
+        point[k] = v + rng.normal(0, 0.3, np.shape(v)) if not k.startswith("x") else v
+    names = ["step_scale_age", "step_tract_age", "log_profile_county", "concentration"]
+    graphs = model.replace_rvs_by_values([model_registry(model)["lattice"]["x"].prior.alpha]
+                                         + [model[n] for n in names])
+    fn = model.compile_fn(graphs, inputs=model.value_vars, on_unused_input="ignore")
+    alpha, *rest = fn(point)
+    vals = dict(zip(names, rest))
+    steps = vals["step_scale_age"][None, :] * vals["step_tract_age"]
+    walk = np.concatenate([np.zeros((steps.shape[0], 1)), np.cumsum(steps, axis=1)], axis=1)
+    age = np.unravel_index(np.arange(hier.d), hier.shape)[list(hier.attributes).index("age")]
+    theta = vals["log_profile_county"][np.asarray(hier.parent[-1])] + walk[:, age]
+    p = np.exp(theta - theta.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    expected = (vals["concentration"] * p).ravel()[hier.leaf_unit * hier.d + hier.combination]
+    np.testing.assert_allclose(alpha, expected, rtol=1e-10)
+    with pytest.raises(ValueError, match="smooth"):
+        hierarchy_model(rel, smooth="colour")
+
+
 # --- exact posterior on 2 tracts x 2 cells -------------------------------------------------
 
 TINY = pd.DataFrame({"tract": ["a", "a", "b", "b"], "sex": ["m", "f", "m", "f"], "count": [4, 2, 1, 5]})
@@ -85,17 +116,21 @@ def exact_posterior(mech, y):
     """p(x | y) over the fibre {x >= 0, sum x = 12}: the discrete Gaussian likelihood of every
     measurement times the prior of x integrated over the hyperparameters by the trapezoid rule
     on a fine grid.  The prior: theta = (a, -a) with a ~ N(0, s^2/2) (a zero-sum normal of
-    two elements), kappa ~ LogNormal(log 50, 2), each tract's cells Dirichlet-multinomial
-    (kappa softmax(theta)) given its total, the tract totals flat."""
+    two elements), kappa = 1/phi^2 with phi ~ HalfNormal(0.3), each tract's cells
+    Dirichlet-multinomial (kappa softmax(theta)) given its total, the tract totals flat (no
+    smooth departures: the one attribute has 2 categories)."""
     X = np.array([(i, j, k, TOTAL - i - j - k) for i in range(TOTAL + 1) for j in range(TOTAL + 1 - i)
                   for k in range(TOTAL + 1 - i - j)])
     B = mech.matrix.toarray()
     loglik = -np.sum((y - X @ B.T) ** 2 / (2 * mech.row_sigma**2), axis=1)
     a = np.linspace(-9, 9, 361)                          # +-4.2 prior sd
-    lk = np.linspace(np.log(50) - 8, np.log(50) + 8, 161)  # +-4 prior sd
-    A, LK = np.meshgrid(a, lk, indexing="ij")
-    A, K = A.ravel(), np.exp(LK.ravel())
-    log_w = (stats.norm.logpdf(A, 0, PROFILE_SCALE / np.sqrt(2)) + stats.norm.logpdf(LK.ravel(), np.log(50), 2))
+    # log phi from 1e-4 (prior mass below: 3e-4; the multinomial limit) to 1.5 (5 prior sd)
+    lphi = np.linspace(np.log(1e-4), np.log(1.5), 241)
+    A, LP = np.meshgrid(a, lphi, indexing="ij")
+    A, LP = A.ravel(), LP.ravel()
+    K = np.exp(-2 * LP)
+    log_w = (stats.norm.logpdf(A, 0, PROFILE_SCALE / np.sqrt(2))
+             + stats.halfnorm.logpdf(np.exp(LP), scale=0.3) + LP)  # + LP: the density of log phi
     am, af = K * special.expit(2 * A), K * special.expit(-2 * A)
     # order of the cells: the mechanism's (its cells are the frame's rows)
     ids = list(mech.cell_ids)

@@ -7,8 +7,12 @@ r"""A hierarchical prior for the cells of a Census-style hierarchy, fitted to it
    \theta_0 &\sim \mathrm{ZeroSumNormal}(s_0), \qquad
    \theta_v = \theta_{\mathrm{pa}(v)} + \tau_l \odot z_v,\ z_v \sim \mathrm{ZeroSumNormal}(1),
    \ \tau_l \sim \mathrm{HalfNormal}(s_\tau) \quad (\text{units } v \text{ of levels } 0 < l < L-1), \\
-   x_u \mid N_u &\sim \mathrm{DirMult}\big(N_u,\ \kappa\,\mathrm{softmax}(\theta_{\mathrm{pa}(u)})\big)
-   \quad (\text{lowest-level units } u),\qquad \kappa \sim \mathrm{LogNormal}(\log 50, 2),
+   \theta_u &= \theta_{\mathrm{pa}(u)} + r_{u,\mathrm{age}}, \quad
+   r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \sigma_a \epsilon_{u,a},\
+   \sigma_a \sim \mathrm{HalfNormal}(s_\sigma),\ \epsilon \sim N(0, 1)
+   \quad (\text{lowest-level units } u), \\
+   x_u \mid N_u &\sim \mathrm{DirMult}\big(N_u,\ \kappa\,\mathrm{softmax}(\theta_u)\big),
+   \qquad \kappa = 1/\phi^2,\ \phi \sim \mathrm{HalfNormal}(0.3),
 
 the unit totals :math:`N_u` flat, restricted to the published invariant :math:`Cx = t` and
 observed through the exact discrete Gaussian likelihood of every measurement
@@ -16,9 +20,11 @@ observed through the exact discrete Gaussian likelihood of every measurement
 of unit ``v`` (``d`` attribute combinations, e.g. sex x age): the state's profile, each
 county's departure from it with one learned scale per attribute combination (some age groups
 vary between counties far more than others), and each tract's cells drawn around its county's
-profile with a learned concentration :math:`\kappa` (a Dirichlet-multinomial: tracts depart
-from their county as real tracts do -- young and old tracts -- and the spread is learned from
-all tracts at once).  This is the Poisson log-linear hierarchy of small-area estimation
+profile: a smooth departure along the ordered attribute (``smooth``: the age groups) -- a
+random walk whose step scales are learned from all tracts, so a tract can be old or young as a
+whole, its 65+ groups moving together, as real tracts do -- and independent cell-level
+overdispersion :math:`\phi` (a Dirichlet-multinomial with concentration :math:`\kappa`;
+:math:`\phi \to 0` is the multinomial).  This is the Poisson log-linear hierarchy of small-area estimation
 (Fay-Herriot's pooling, on counts) made exact for integer cells: the Dirichlet-multinomial is
 the Poisson-gamma (negative binomial) model conditioned on the unit total, so the unit sizes
 need no model of their own -- the measurements pin them down.
@@ -111,7 +117,39 @@ def _moves(hier, inv):
     return MoveCycle(parts)
 
 
-def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0) -> pm.Model:
+def _smooth_axis(hier, smooth):
+    """The attribute axis of the smooth departures (None: none)."""
+    if smooth is None:
+        return None
+    if smooth == "auto":
+        sizes = hier.shape
+        if not sizes or max(sizes) < 4:
+            return None
+        return int(np.argmax(sizes))
+    if smooth not in hier.attributes:
+        raise ValueError(f"smooth must be 'auto', None or an attribute ({', '.join(hier.attributes)})")
+    return list(hier.attributes).index(smooth)
+
+
+def _smooth_departures(hier, axis: int, step_prior: float):
+    r"""Each lowest-level unit's departure along the ordered categories of attribute ``axis``
+    (e.g. the age groups): a random walk from 0 with one learned scale per step,
+    :math:`r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \sigma_a \epsilon_{u,a}`,
+    :math:`\sigma_a \sim \mathrm{HalfNormal}(s_\sigma)`, :math:`\epsilon \sim N(0, 1)`
+    (non-centered), broadcast over the other attributes: ``(U_leaf, d)``."""
+    K = hier.shape[axis]
+    name = hier.attributes[axis]
+    U = hier.n_units(hier.depth - 1)
+    leaf = hier.levels[-1]
+    step = pm.HalfNormal(f"step_scale_{name}", sigma=step_prior, shape=(K - 1,))
+    eps = pm.Normal(f"step_{leaf}_{name}", 0.0, 1.0, shape=(U, K - 1))
+    walk = pt.concatenate([pt.zeros((U, 1)), pt.cumsum(step[None, :] * eps, axis=1)], axis=1)
+    code = np.unravel_index(np.arange(hier.d), hier.shape)[axis]
+    return walk[:, code]
+
+
+def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0, smooth="auto",
+                    step_prior: float = 0.3) -> pm.Model:
     """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
 
     Parameters
@@ -123,21 +161,31 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         prior scale :math:`s_0` of the top level's log profile.
     scale_prior
         prior scale :math:`s_\\tau` of the departure scales.
+    smooth
+        the ordered attribute along which each lowest-level unit's profile departs smoothly
+        from its parent's (a random walk over its categories with learned step scales: young
+        and old tracts); ``"auto"`` (default) the attribute with the most categories when it
+        has at least 4 (the age groups), ``None`` for none (the Dirichlet-multinomial alone,
+        whose departures are independent across cells).
+    step_prior
+        prior scale :math:`s_\\sigma` of the random walk's step scales.
 
     Returns
     -------
     pm.Model
         the cells as the int64 variable ``x`` in the frame's row order (coordinate ``cell``:
         the cell ids ``"tract|sex|age"``), the parameters ``log_profile_<level>``,
-        ``scale_<level>``, ``departure_<level>``, ``concentration``, and the observed
-        measurements ``y``.  ``pm.sample()`` assigns NUTS and
-        :class:`~privinfer.pymc.MeasuredPairsGibbs` by itself.
+        ``scale_<level>``, ``departure_<level>``, ``step_scale_<attribute>``,
+        ``step_<leaf level>_<attribute>``, ``concentration``, and the observed measurements
+        ``y``.  ``pm.sample()`` assigns NUTS and :class:`~privinfer.pymc.MeasuredPairsGibbs`
+        by itself.
     """
     mech, inv = _checked(release)
-    for name, v in (("profile_scale", profile_scale), ("scale_prior", scale_prior)):
+    for name, v in (("profile_scale", profile_scale), ("scale_prior", scale_prior), ("step_prior", step_prior)):
         if not (np.isscalar(v) and np.isfinite(v) and v > 0):
             raise ValueError(f"{name} must be a finite number > 0")
     hier = mech.hierarchy
+    axis = _smooth_axis(hier, smooth)
     x0 = start_point(release)
     ids = getattr(mech, "cell_ids", None)
     ids = hier.cell_ids() if ids is None else ids
@@ -147,9 +195,15 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
     coords.update({hier.levels[l]: [str(u) for u in hier.unit_labels[l]] for l in range(1, hier.depth - 1)})
     with pm.Model(coords=coords) as model:
         theta = _profiles(hier, float(profile_scale), float(scale_prior))
-        kappa = pm.LogNormal("concentration", mu=np.log(50.0), sigma=2.0)
+        # overdispersion phi = 1/sqrt(kappa): the cells' extra relative sd beyond the
+        # multinomial (phi -> 0 is the multinomial), a scale with a half-normal prior
+        phi = pm.HalfNormal("overdispersion", sigma=0.3)
+        kappa = pm.Deterministic("concentration", 1.0 / phi**2)
         par = np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else np.zeros(hier.n_units(0), np.int64)
-        alpha_grid = kappa * pt.special.softmax(theta, axis=-1)[par]
+        theta_leaf = theta[par]
+        if axis is not None:
+            theta_leaf = theta_leaf + _smooth_departures(hier, axis, float(step_prior))
+        alpha_grid = kappa * pt.special.softmax(theta_leaf, axis=-1)
         alpha = alpha_grid.ravel()[hier.leaf_unit * hier.d + hier.combination]
         prior = DirichletMultinomialCells(alpha, hier.leaf_order())
         x = lattice_latent("x", inv, release.t, prior=prior, initval=x0, moves=_moves(hier, inv),
