@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import scipy.sparse as sp
 
-from privinfer.invariants import Invariant
+from privinfer.invariants import Invariant, split_group_totals
 
 __all__ = ["ReleaseLike", "unpack_release", "cell_coords", "is_integer_mechanism", "check_mechanism", "check_release",
            "check_invariant", "resolve_t", "check_shape", "fixes_total", "integer_start", "positive_start"]
@@ -160,19 +160,7 @@ def integer_start(release, invariant: Invariant, t) -> np.ndarray | None:
     y = np.asarray(release, dtype=float)
     t = np.round(np.asarray(t, dtype=float)).astype(np.int64)
     if invariant.partition is not None and np.all(t >= 0):
-        codes = invariant.partition.codes
-        x = np.zeros(invariant.n, dtype=np.int64)
-        for g in range(len(t)):
-            idx = np.flatnonzero(codes == g)
-            w = np.clip(y[idx], 0.0, None)
-            w = np.ones(len(idx)) if w.sum() <= 0 else w
-            share = t[g] * w / w.sum()
-            base = np.floor(share).astype(np.int64)
-            rest = int(t[g] - base.sum())
-            if rest > 0:
-                base[np.argsort(-(share - base), kind="stable")[:rest]] += 1
-            x[idx] = base
-        return x
+        return split_group_totals(invariant.partition.codes, t, y)
     r = np.round(y).astype(np.int64)
     if np.all(r >= 0) and invariant.satisfied_by(r.astype(float), t, atol=0.5):
         return r

@@ -46,6 +46,7 @@ __all__ = [
     "stack",
     "integer_kernel_basis",
     "lll_reduce",
+    "split_group_totals",
 ]
 
 #: Largest dense matrix (number of entries) a basis method will build before refusing.
@@ -640,6 +641,30 @@ class Invariant:
         if self.t is not None:
             out["t"] = np.asarray(self.t, dtype=float).tolist()
         return out
+
+
+def split_group_totals(codes, totals, weights) -> np.ndarray:
+    """A non-negative integer point with group sums ``totals``: each group's total split in
+    proportion to the positive part of ``weights`` (evenly when that is all zero), rounded by
+    largest remainders (Hamilton), ties to the lower index.  ``codes`` (n,) the group of every
+    cell (0..G-1), ``totals`` (G,) non-negative integers."""
+    codes = np.asarray(codes, dtype=np.int64)
+    t = np.asarray(totals, dtype=np.int64)
+    w_all = np.clip(np.asarray(weights, dtype=float), 0.0, None)
+    x = np.zeros(codes.size, dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(t.size + 1))
+    for g in range(t.size):
+        idx = order[bounds[g]:bounds[g + 1]]
+        w = w_all[idx]
+        w = np.ones(idx.size) if w.sum() <= 0 else w
+        share = t[g] * w / w.sum()
+        base = np.floor(share).astype(np.int64)
+        rest = int(t[g] - base.sum())
+        if rest > 0:
+            base[np.argsort(-(share - base), kind="stable")[:rest]] += 1
+        x[idx] = base
+    return x
 
 
 def _rank_within_groups(codes: np.ndarray, n_groups: int) -> np.ndarray:

@@ -82,10 +82,13 @@ def discrete_pvalue(case: GofCase) -> float:
     assert counts[-1] <= max(3, 10 * case.tail_mass * case.n_draws), (
         f"{counts[-1]:.0f} draws fell outside the window whose mass is <= {case.tail_mass:g}"
     )
-    exp = p * case.n_draws
-    obs = counts[:-1]
+    return pooled_chi2_pvalue(counts[:-1], p * case.n_draws)
+
+
+def pooled_chi2_pvalue(obs, exp) -> float:
+    """Pearson chi-square p-value of observed counts ``obs`` against expected counts ``exp``,
+    the smallest expected cells pooled until every pooled cell has expectation >= 5."""
     order = np.argsort(exp)
-    # pool the smallest expected cells until every pooled cell has expectation >= 5
     e_pool, o_pool, acc_e, acc_o = [], [], 0.0, 0.0
     for i in order:
         acc_e += exp[i]

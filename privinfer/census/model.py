@@ -43,6 +43,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from ..inference import gls_estimate
+from ..invariants import split_group_totals
 from ..lattice import MoveCycle, PairMoves
 from ..mechanisms.hierarchy import HierarchyMeasurements
 from ..mechanisms.noisy_measurements import MeasurementRelease
@@ -66,24 +67,8 @@ def start_point(release) -> np.ndarray:
     """A non-negative integer point on the fibre near the (hierarchical) GLS estimate: in each
     invariant group, the group total split in proportion to the positive part of the estimate,
     rounded by largest remainders.  The chains' starting point."""
-    mech, inv = _checked(release)
-    est = np.clip(np.asarray(gls_estimate(release).x, dtype=float), 0.0, None)
-    t = np.asarray(release.t, dtype=np.int64)
-    codes = np.asarray(inv.partition.codes)
-    x = np.zeros(inv.n, dtype=np.int64)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(t) + 1))
-    for g in range(len(t)):
-        idx = order[bounds[g]:bounds[g + 1]]
-        w = est[idx]
-        w = np.ones(idx.size) if w.sum() <= 0 else w
-        share = t[g] * w / w.sum()
-        base = np.floor(share).astype(np.int64)
-        rest = int(t[g] - base.sum())
-        if rest > 0:
-            base[np.argsort(-(share - base), kind="stable")[:rest]] += 1
-        x[idx] = base
-    return x
+    _, inv = _checked(release)
+    return split_group_totals(inv.partition.codes, np.asarray(release.t, dtype=np.int64), gls_estimate(release).x)
 
 
 def _profiles(hier, profile_scale: float, scale_prior: float):
