@@ -70,7 +70,8 @@ def test_refuses_what_it_cannot_model():
 
 def test_smooth_departures_enter_the_prior_as_written():
     # alpha of every cell = kappa softmax(theta_county + r_tract,age) with r the random walk
-    # of the step scales times the innovations, recomputed here in NumPy at a random point
+    # whose increments are step_scale^w * step (the partially non-centred increments, w the
+    # model's data noncentering_age), recomputed here in NumPy at a random point
     from privinfer.pymc.registry import model_registry
 
     f, rel = small_release()
@@ -87,7 +88,9 @@ def test_smooth_departures_enter_the_prior_as_written():
     fn = model.compile_fn(graphs, inputs=model.value_vars, on_unused_input="ignore")
     alpha, *rest = fn(point)
     vals = dict(zip(names, rest))
-    steps = vals["step_scale_age"][None, :] * vals["step_tract_age"]
+    w = model["noncentering_age"].get_value()
+    assert w.shape == vals["step_tract_age"].shape and np.all((w > 0) & (w <= 1))
+    steps = vals["step_scale_age"][None, :] ** w * vals["step_tract_age"]
     walk = np.concatenate([np.zeros((steps.shape[0], 1)), np.cumsum(steps, axis=1)], axis=1)
     age = np.unravel_index(np.arange(hier.d), hier.shape)[list(hier.attributes).index("age")]
     theta = vals["log_profile_county"][np.asarray(hier.parent[-1])] + walk[:, age]
@@ -176,3 +179,31 @@ def test_posterior_matches_the_exact_one_on_two_tracts():
     ess_t = float(pm.ess(idata, var_names=["log_profile_state"])["log_profile_state"].values[m_idx])
     z_a = (theta_m.mean() - a_mean) / (theta_m.std() / np.sqrt(ess_t))
     assert abs(z_a) < z_crit, (theta_m.mean(), a_mean)
+
+
+def test_partly_non_centred_increments_keep_the_prior():
+    # increments delta = sigma^w * step with step ~ N(0, sigma^(1-w)): delta / sigma must be
+    # standard normal whatever w (in (0, 1], one per tract and step); KS test on prior draws
+    # (1,000 draws x every tract and step, pooled; p > 0.001 fails with probability 0.001 under
+    # a correct prior, while sd sigma^w instead of sigma^(1-w) would give sd sigma^(2w-1)
+    # and fail at once unless every w were 1/2)
+    f, rel = small_release()
+    model = hierarchy_model(rel, smooth="age")
+    w = model["noncentering_age"].get_value()
+    assert np.all((w > 0) & (w <= 1))
+    # exponents spread over (0, 1] (the data's own sit near 1 on this small, low-noise release)
+    w = np.random.default_rng(4).uniform(0.02, 1.0, size=w.shape)
+    model["noncentering_age"].set_value(w)
+    scale, step = pm.draw([model["step_scale_age"], model["step_tract_age"]], draws=1000, random_seed=5)
+    z = (scale[:, None, :] ** w * step) / scale[:, None, :]
+    assert stats.kstest(z.ravel(), "norm").pvalue > 0.001
+
+
+def test_fixed_overdispersion():
+    f, rel = small_release()
+    model = hierarchy_model(rel, overdispersion=0.05)
+    assert "overdispersion" not in model.named_vars
+    kappa = pm.draw(model["concentration"])
+    np.testing.assert_allclose(kappa, 1 / 0.05**2)
+    with pytest.raises(ValueError, match="overdispersion"):
+        hierarchy_model(rel, overdispersion=0.0)

@@ -8,8 +8,8 @@ r"""A hierarchical prior for the cells of a Census-style hierarchy, fitted to it
    \theta_v = \theta_{\mathrm{pa}(v)} + \tau_l \odot z_v,\ z_v \sim \mathrm{ZeroSumNormal}(1),
    \ \tau_l \sim \mathrm{HalfNormal}(s_\tau) \quad (\text{units } v \text{ of levels } 0 < l < L-1), \\
    \theta_u &= \theta_{\mathrm{pa}(u)} + r_{u,\mathrm{age}}, \quad
-   r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \sigma_a \epsilon_{u,a},\
-   \sigma_a \sim \mathrm{HalfNormal}(s_\sigma),\ \epsilon \sim N(0, 1)
+   r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a},\
+   \delta_{u,a} \sim N(0, \sigma_a^2),\ \sigma_a \sim \mathrm{HalfNormal}(s_\sigma)
    \quad (\text{lowest-level units } u), \\
    x_u \mid N_u &\sim \mathrm{DirMult}\big(N_u,\ \kappa\,\mathrm{softmax}(\theta_u)\big),
    \qquad \kappa = 1/\phi^2,\ \phi \sim \mathrm{HalfNormal}(0.3),
@@ -24,12 +24,16 @@ profile: a smooth departure along the ordered attribute (``smooth``: the age gro
 random walk whose step scales are learned from all tracts, so a tract can be old or young as a
 whole, its 65+ groups moving together, as real tracts do -- and independent cell-level
 overdispersion :math:`\phi` (a Dirichlet-multinomial with concentration :math:`\kappa`;
-:math:`\phi \to 0` is the multinomial).  This is the Poisson log-linear hierarchy of small-area estimation
+:math:`\phi \to 0` is the multinomial; for :math:`\kappa \gg 1` a cell's Dirichlet share
+:math:`\pi_i` has relative sd :math:`\sqrt{(1 - p_i)/(p_i(\kappa + 1))} \approx \phi/\sqrt{p_i}`,
+e.g. :math:`6.8\,\phi` for a cell holding 1/46 of its tract).  This is the Poisson log-linear hierarchy of small-area estimation
 (Fay-Herriot's pooling, on counts) made exact for integer cells: the Dirichlet-multinomial is
 the Poisson-gamma (negative binomial) model conditioned on the unit total, so the unit sizes
 need no model of their own -- the measurements pin them down.
 
-Sampling: NUTS for the continuous parameters; the cells by
+Sampling: NUTS for the continuous parameters, the walk's increments partially non-centred
+(Papaspiliopoulos, Roberts and Skold 2007: each increment between its centred and non-centred
+form by how well the release determines it; the prior is the same for every choice); the cells by
 :class:`~privinfer.pymc.MeasuredPairsGibbs` (``pm.sample()`` assigns it): pair moves within a
 tract, between the same attribute cell of two tracts of one county, and anywhere in an
 invariant group, with proposals that follow the exact Gaussian measurement term along each
@@ -63,12 +67,14 @@ def _checked(release):
     return release.mechanism, inv
 
 
-def start_point(release) -> np.ndarray:
+def start_point(release, estimate=None) -> np.ndarray:
     """A non-negative integer point on the fibre near the (hierarchical) GLS estimate: in each
     invariant group, the group total split in proportion to the positive part of the estimate,
-    rounded by largest remainders.  The chains' starting point."""
+    rounded by largest remainders.  The chains' starting point.  ``estimate``: the release's
+    GLS estimate when already at hand."""
     _, inv = _checked(release)
-    return split_group_totals(inv.partition.codes, np.asarray(release.t, dtype=np.int64), gls_estimate(release).x)
+    est = gls_estimate(release) if estimate is None else estimate
+    return split_group_totals(inv.partition.codes, np.asarray(release.t, dtype=np.int64), est.x)
 
 
 def _profiles(hier, profile_scale: float, scale_prior: float):
@@ -85,6 +91,52 @@ def _profiles(hier, profile_scale: float, scale_prior: float):
         theta = theta[np.asarray(hier.parent[l], dtype=np.int64)] + scale[None, :] * z
         pm.Deterministic(f"log_profile_{name}", theta, dims=(name, "combination"))
     return theta
+
+
+def _noncentering_weights(dep, s2):
+    r"""Exponents :math:`w = 1/(1 + \sigma^2 I)` of a partially non-centred parametrization
+    (Papaspiliopoulos, Roberts and Skold 2007, Sec. 4): a normal effect
+    :math:`\delta = \sigma^{w}\tilde\delta`, :math:`\tilde\delta \sim N(0, \sigma^{2(1-w)})` has
+    the prior :math:`N(0, \sigma^2)` for every ``w`` (``w = 1`` non-centred, ``w = 0`` centred);
+    for an effect observed with precision :math:`I` this ``w`` makes :math:`\tilde\delta`
+    independent of :math:`\sigma` a posteriori.  ``dep`` ``(units, k)``: rough estimates of
+    the effects with sampling variances ``s2``; :math:`\sigma^2` per column by the method of
+    moments (floored at 1e-4)."""
+    if dep.shape[0] > 1:
+        spread = np.maximum(dep.var(axis=0) - s2.mean(axis=0), 1e-4)
+    else:
+        spread = np.full(dep.shape[1], 1e-2)
+    return 1.0 / (1.0 + spread[None, :] / s2)
+
+
+def _unit_tables(hier, level: int, est, axis=None):
+    """GLS estimates (positive part, at least 0.5) of the units' attribute tables at ``level``
+    and their measurement variances (per-cell variances summed), ``(U, d)``; summed over the
+    other attributes when ``axis`` is given (``(U, K)``)."""
+    xhat = np.maximum(np.asarray(est.x, float), 0.5)
+    var = ((np.asarray(est.upper, float) - np.asarray(est.lower, float)) / (2 * 1.6448536269514722)) ** 2
+    unit = np.asarray(hier.unit_of_cell[level], dtype=np.int64)
+    if axis is None:
+        k, col = hier.d, hier.combination
+    else:
+        k, col = hier.shape[axis], np.unravel_index(hier.combination, hier.shape)[axis]
+    U = hier.n_units(level)
+    idx = unit * k + col
+    n = np.bincount(idx, weights=xhat, minlength=U * k).reshape(U, k)
+    v = np.bincount(idx, weights=var, minlength=U * k).reshape(U, k)
+    return n, 1.0 / n + v / n**2              # counts and the variances of their logs
+
+
+def _walk_noncentering(hier, axis: int, est) -> np.ndarray:
+    """Exponents of the walk's increments: the estimated increments are the lowest-level
+    units' log ratios of neighbouring categories of ``axis`` minus their parents'."""
+    L = hier.depth - 1
+    n, s2 = _unit_tables(hier, L, est, axis)
+    logr = np.diff(np.log(n), axis=1)
+    if L >= 1:
+        npar, _ = _unit_tables(hier, L - 1, est, axis)
+        logr = logr - np.diff(np.log(npar), axis=1)[np.asarray(hier.parent[L], dtype=np.int64)]
+    return _noncentering_weights(logr, s2[:, 1:] + s2[:, :-1])
 
 
 def _moves(hier, inv):
@@ -116,25 +168,31 @@ def _smooth_axis(hier, smooth):
     return list(hier.attributes).index(smooth)
 
 
-def _smooth_departures(hier, axis: int, step_prior: float):
+def _smooth_departures(hier, axis: int, step_prior: float, est):
     r"""Each lowest-level unit's departure along the ordered categories of attribute ``axis``
     (e.g. the age groups): a random walk from 0 with one learned scale per step,
-    :math:`r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \sigma_a \epsilon_{u,a}`,
-    :math:`\sigma_a \sim \mathrm{HalfNormal}(s_\sigma)`, :math:`\epsilon \sim N(0, 1)`
-    (non-centered), broadcast over the other attributes: ``(U_leaf, d)``."""
+    :math:`r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a}`,
+    :math:`\delta_{u,a} \sim N(0, \sigma_a^2)`, :math:`\sigma_a \sim \mathrm{HalfNormal}(s_\sigma)`,
+    broadcast over the other attributes: ``(U_leaf, d)``.  The increments are partially
+    non-centred (:func:`_noncentering_weights`): ``step_<leaf>_<attr>`` holds
+    :math:`\tilde\epsilon_{u,a} \sim N(0, \sigma_a^{2(1-w_{u,a})})` and
+    :math:`\delta_{u,a} = \sigma_a^{w_{u,a}} \tilde\epsilon_{u,a}`, with ``w`` the model's data
+    ``noncentering_<attr>``."""
     K = hier.shape[axis]
     name = hier.attributes[axis]
     U = hier.n_units(hier.depth - 1)
     leaf = hier.levels[-1]
+    w = pm.Data(f"noncentering_{name}", _walk_noncentering(hier, axis, est))
     step = pm.HalfNormal(f"step_scale_{name}", sigma=step_prior, shape=(K - 1,))
-    eps = pm.Normal(f"step_{leaf}_{name}", 0.0, 1.0, shape=(U, K - 1))
-    walk = pt.concatenate([pt.zeros((U, 1)), pt.cumsum(step[None, :] * eps, axis=1)], axis=1)
+    raw = pm.Normal(f"step_{leaf}_{name}", 0.0, step[None, :] ** (1.0 - w), shape=(U, K - 1))
+    inc = step[None, :] ** w * raw
+    walk = pt.concatenate([pt.zeros((U, 1)), pt.cumsum(inc, axis=1)], axis=1)
     code = np.unravel_index(np.arange(hier.d), hier.shape)[axis]
     return walk[:, code]
 
 
 def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0, smooth="auto",
-                    step_prior: float = 0.3) -> pm.Model:
+                    step_prior: float = 0.3, overdispersion=None) -> pm.Model:
     """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
 
     Parameters
@@ -154,6 +212,9 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         whose departures are independent across cells).
     step_prior
         prior scale :math:`s_\\sigma` of the random walk's step scales.
+    overdispersion
+        ``None`` (default): :math:`\\phi` learned, half-normal prior with scale 0.3; a number
+        > 0: :math:`\\phi` fixed at it.
 
     Returns
     -------
@@ -166,12 +227,14 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         by itself.
     """
     mech, inv = _checked(release)
-    for name, v in (("profile_scale", profile_scale), ("scale_prior", scale_prior), ("step_prior", step_prior)):
+    checks = [("profile_scale", profile_scale), ("scale_prior", scale_prior), ("step_prior", step_prior)]
+    for name, v in checks + ([("overdispersion", overdispersion)] if overdispersion is not None else []):
         if not (np.isscalar(v) and np.isfinite(v) and v > 0):
             raise ValueError(f"{name} must be a finite number > 0")
     hier = mech.hierarchy
     axis = _smooth_axis(hier, smooth)
-    x0 = start_point(release)
+    est = gls_estimate(release)
+    x0 = start_point(release, est)
     ids = getattr(mech, "cell_ids", None)
     ids = hier.cell_ids() if ids is None else ids
     combos = [str(c) for c in hier.cell_ids()[hier.leaf_order()[0]]] if hier.n else []
@@ -180,14 +243,15 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
     coords.update({hier.levels[l]: [str(u) for u in hier.unit_labels[l]] for l in range(1, hier.depth - 1)})
     with pm.Model(coords=coords) as model:
         theta = _profiles(hier, float(profile_scale), float(scale_prior))
-        # overdispersion phi = 1/sqrt(kappa): the cells' extra relative sd beyond the
-        # multinomial (phi -> 0 is the multinomial), a scale with a half-normal prior
-        phi = pm.HalfNormal("overdispersion", sigma=0.3)
+        # overdispersion phi = 1/sqrt(kappa) (phi -> 0 is the multinomial; a cell's share has
+        # relative sd about phi / sqrt(p)), a scale with a half-normal prior
+        phi = (pm.HalfNormal("overdispersion", sigma=0.3) if overdispersion is None
+               else pt.constant(float(overdispersion)))
         kappa = pm.Deterministic("concentration", 1.0 / phi**2)
         par = np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else np.zeros(hier.n_units(0), np.int64)
         theta_leaf = theta[par]
         if axis is not None:
-            theta_leaf = theta_leaf + _smooth_departures(hier, axis, float(step_prior))
+            theta_leaf = theta_leaf + _smooth_departures(hier, axis, float(step_prior), est)
         alpha_grid = kappa * pt.special.softmax(theta_leaf, axis=-1)
         alpha = alpha_grid.ravel()[hier.leaf_unit * hier.d + hier.combination]
         prior = DirichletMultinomialCells(alpha, hier.leaf_order())
