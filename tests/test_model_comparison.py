@@ -320,3 +320,14 @@ def test_loo_and_compare_two_county_models():
     table = az.compare(idatas)
     assert set(table.index) == set(idatas) and np.all(np.isfinite(table["elpd_loo"]))
     assert table["rank"].min() == 0
+
+
+def test_start_near_release_moves_the_support_point():
+    from privinfer.workflow.fitting import start_near_release
+
+    y, mech, inv, t = _county_inputs(ProjectedGaussian, sigma=3.0)
+    model = county_population_model(y, mech, inv, t)
+    starts = start_near_release(model, y)
+    np.testing.assert_allclose(model.initial_point()["x_z"], starts["x_z"])
+    assert _no_pymc_initvals(model)
+    _loglik_runs(model)
