@@ -12,7 +12,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from privinfer.pymc import affine_latent, lattice_latent, observe
+from privinfer.pymc import affine_latent, lattice_latent, observe, started
 
 from ._checks import (
     ReleaseLike,
@@ -141,6 +141,15 @@ def _checked_prior_mean(prior_mean, y) -> float:
     return float(prior_mean)
 
 
+def _log_rates(mu, sigma, n: int, start, dims):
+    r"""The centred log-rates :math:`\log\lambda_i \sim N(\mu, \sigma^2)` (``log_rate``), started at
+    :math:`\log\max(x^{(0)}_i, 1/2)` for the counts' starting point :math:`x^{(0)}` (a support
+    point, so PyMC's graph rebuilds work), or at PyMC's default start when there is none."""
+    if start is None:
+        return pm.Normal("log_rate", mu, sigma, shape=n, dims=dims)
+    return started("log_rate", pm.Normal.dist(mu, sigma, shape=n), np.log(np.maximum(start, 0.5)), dims=dims)
+
+
 def _county_counts(y, mechanism, inv, t_val, mu, sigma, prior_mean: float, dims):
     r"""The latent counts ``x`` on the fibre :math:`\{Cx = t\}` (in the model's context).
 
@@ -152,8 +161,7 @@ def _county_counts(y, mechanism, inv, t_val, mu, sigma, prior_mean: float, dims)
     """
     if is_integer_mechanism(mechanism):
         start = integer_start(y, inv, t_val)
-        log_rate = pm.Normal("log_rate", mu, sigma, shape=inv.n, dims=dims,
-                             initval=None if start is None else np.log(np.maximum(start, 0.5)))
+        log_rate = _log_rates(mu, sigma, inv.n, start, dims)
         return lattice_latent("x", inv, t_val, prior=pm.Poisson.dist(mu=pt.exp(log_rate)), initval=start, dims=dims)
     scale = pt.sqrt(sigma**2 + 1.0 / prior_mean)
     return affine_latent("x", inv, t_val, prior=pm.LogNormal.dist(mu=mu, sigma=scale, shape=inv.n),

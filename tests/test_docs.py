@@ -177,8 +177,10 @@ def test_analyst_page_code_runs(capsys):
     code = "\n".join(re.findall(r"```python\n(.*?)```", source, flags=re.S))
     small = (code.replace("draws=1000, tune=1000", "draws=100, tune=100")
              .replace("random_seed=7)", "random_seed=7, progressbar=False)")
+             .replace('idata_kwargs={"log_likelihood": True})', 'idata_kwargs={"log_likelihood": True}, progressbar=False)')
+             .replace("pm.compute_log_likelihood(idata)", "pm.compute_log_likelihood(idata, progressbar=False)")
              .replace("random_seed=1)", "random_seed=1, progressbar=False)"))
-    assert small.count("draws=100, tune=100") == 1 and small.count("progressbar=False") == 2, (
+    assert small.count("draws=100, tune=100") == 2 and small.count("progressbar=False") == 4, (
         "the analyst page's sampling calls changed: update this test")
     ns = {"__name__": "analyst_page"}
     exec(compile(small, "analyst.md", "exec"), ns)
@@ -187,3 +189,6 @@ def test_analyst_page_code_runs(capsys):
     assert mechanism.logp(y, x) == -0.5 * abs(y - x).sum() == -6.0
     assert ns["predictive"].posterior_predictive["y"].shape[-1] == 8
     assert "x[a3]" in capsys.readouterr().out  # the ArviZ summary, with the cell ids
+    # comparing models: one log-likelihood term per state, both fits ranked
+    assert ns["idata"].log_likelihood["y"].shape[-1] == 3
+    assert sorted(ns["comparison"]["rank"]) == [0, 1]

@@ -1,4 +1,4 @@
-"""The mechanism protocol shared by every privacy mechanism in privinfer.
+r"""The mechanism protocol shared by every privacy mechanism in privinfer.
 
 A mechanism ``M`` is *transparent*: its noise law is public and does not depend on the
 confidential data ``x``, so ``p(y | x)`` is a likelihood the analyst can write down.
@@ -44,6 +44,14 @@ default on :class:`Mechanism`:
     (mechanisms with an invariant; exact for integer mechanisms, relative tolerance
     :data:`SUPPORT_RTOL` times :func:`support_scale` for real-valued noise), and the
     mechanism's extra noise-support condition (:meth:`Mechanism.extra_noise_support`).
+``loglik_factorization`` / ``loglik_codes()`` / ``logp_terms(y, x)``
+    the pointwise log-likelihood (model comparison, leave-one-out): ``logp_terms`` returns
+    terms ``l_k(y, x)`` on a last axis of length ``K`` with :math:`\sum_k l_k = \log p(y\mid x)`
+    (the same constants dropped as ``logp``).  ``"cell"``: ``K = m``, one term per released
+    entry, for noise independent across entries (:math:`p(y\mid x) = \prod_i p(y_i\mid x)`);
+    ``"group"``: one term per group of a partition invariant, for noise independent across
+    groups but correlated within one (:math:`\prod_g p(y_g\mid x)`); ``"joint"``: ``K = 1``,
+    the default.  ``loglik_codes()[i]`` is the term of released entry ``i``.
 ``augmentation``
     ``None`` if ``logp`` is available in closed form for a PyMC model; otherwise an
     :class:`Augmentation`: the joint density of the release and an auxiliary latent
@@ -82,6 +90,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._backend import namespace
 from .._rng import as_generator
@@ -101,8 +110,13 @@ __all__ = [
     "support_scale",
     "integer_mask",
     "check_invariant",
+    "group_sums",
+    "LOGLIK_FACTORIZATIONS",
     "SUPPORT_RTOL",
 ]
+
+#: The ways a log-likelihood splits into pointwise terms (:meth:`Mechanism.logp_terms`).
+LOGLIK_FACTORIZATIONS = ("cell", "group", "joint")
 
 #: Relative tolerance of the support check ``C (y - x) = 0`` for real-valued noise: the
 #: off-subspace residual must be at most ``SUPPORT_RTOL * support_scale(y, x, e)``.
@@ -132,6 +146,28 @@ def integer_mask(e, xp=None):
     if str(e.dtype).startswith(("int", "uint")):
         return xp.all(xp.eq(e, e), axis=-1)
     return xp.all(xp.eq(e, xp.round(e)), axis=-1)
+
+
+def group_sums(v, codes: np.ndarray, n_groups: int, xp=None):
+    r"""Sums of ``v`` over the cells of each group: :math:`s_g = \sum_{i: c_i = g} v_i` over the
+    last axis (``codes[i]`` = group of cell ``i``); shape ``(..., n_groups)``.  NumPy or PyTensor
+    (a sparse product: nothing of size n x n_groups is dense)."""
+    xp = xp or namespace(v)
+    codes = np.asarray(codes)
+    G = sp.csr_matrix((np.ones(codes.size), (np.arange(codes.size), codes)), shape=(codes.size, n_groups))
+    if xp is np:
+        v = np.asarray(v, dtype=float)
+        flat = v.reshape(-1, codes.size)
+        return np.asarray(G.T @ flat.T).T.reshape(v.shape[:-1] + (n_groups,))
+    import pytensor.sparse as ps
+
+    vv = xp.cast(xp.as_tensor_variable(v), "float64")
+    Gt = ps.as_sparse_variable(sp.csr_matrix(G.T))
+    if vv.ndim == 1:
+        return ps.structured_dot(Gt, vv[:, None])[:, 0]
+    flat = vv.reshape((-1, codes.size))
+    out = ps.structured_dot(Gt, flat.T).T
+    return out.reshape(xp.concatenate([vv.shape[:-1], [n_groups]]), ndim=vv.ndim)
 
 
 def check_invariant(invariant):
@@ -246,6 +282,43 @@ class Mechanism(abc.ABC):
         :math:`e = y - x` (up to a constant, on the support), so lattice samplers can score a
         move from the cells it touches; ``None`` when the likelihood has no such form."""
         return None
+
+    # -- pointwise log-likelihood -----------------------------------------------------------
+    @property
+    def loglik_factorization(self) -> str:
+        """How :meth:`logp_terms` splits the log-likelihood: ``"cell"`` (one term per released
+        entry), ``"group"`` (one per group of the invariant's partition) or ``"joint"`` (one
+        term; the default, for noise correlated across all entries)."""
+        return "joint"
+
+    def loglik_codes(self) -> np.ndarray:
+        """The term of :meth:`logp_terms` each released entry belongs to (length ``m``)."""
+        kind = self.loglik_factorization
+        if kind == "cell":
+            return np.arange(self.m)
+        if kind == "group":
+            return np.asarray(self.invariant.partition.codes)
+        return np.zeros(self.m, dtype=np.int64)
+
+    @property
+    def n_loglik_terms(self) -> int:
+        """Number of pointwise terms: ``m``, the number of groups, or 1."""
+        kind = self.loglik_factorization
+        if kind == "cell":
+            return self.m
+        if kind == "group":
+            return self.invariant.partition.n_groups
+        return 1
+
+    def logp_terms(self, y, x):
+        r"""Pointwise log-likelihood terms :math:`l_k(y, x)`, last axis of length
+        :attr:`n_loglik_terms`, with :math:`\sum_k l_k = ` :meth:`logp` ``(y, x)`` (module
+        docstring); NumPy or PyTensor.  The default is the one joint term."""
+        xp = namespace(y, x)
+        lp = self.logp(y, x)
+        if xp is np:
+            return np.asarray(lp, dtype=float)[..., None]
+        return xp.shape_padright(lp)
 
     # -- augmentation ---------------------------------------------------------------------
     @property
@@ -415,9 +488,26 @@ class AdditiveMechanism(Mechanism):
         e = self.sample_noise(x.shape[:-1], rng=rng)
         return x + e
 
+    def noise_logp_terms(self, e):
+        """Pointwise terms of :meth:`noise_logp` (last axis :attr:`n_loglik_terms`); mechanisms
+        whose :attr:`loglik_factorization` is ``"cell"`` or ``"group"`` override it."""
+        xp = namespace(e)
+        lp = self.noise_logp(e)
+        return np.asarray(lp, dtype=float)[..., None] if xp is np else xp.shape_padright(lp)
+
     def logp(self, y, x):
         xp = namespace(y, x)
         if xp is np:
             y = np.asarray(y, dtype=float)
             x = np.asarray(x, dtype=float)
         return self.noise_logp(y - x)
+
+    def logp_terms(self, y, x):
+        """``noise_logp_terms(y - x)`` (the pointwise form of :meth:`logp`)."""
+        if self.loglik_factorization == "joint":
+            return super().logp_terms(y, x)
+        xp = namespace(y, x)
+        if xp is np:
+            y = np.asarray(y, dtype=float)
+            x = np.asarray(x, dtype=float)
+        return self.noise_logp_terms(y - x)

@@ -260,12 +260,19 @@ class _CNDMechanism(AdditiveMechanism):
         size = (size,) if isinstance(size, numbers.Integral) else tuple(size)
         return self.sensitivity * self.noise.sample(size + (self._n,), rng=as_generator(rng))
 
+    #: independent noise per cell: one log-likelihood term per released cell
+    loglik_factorization = "cell"
+
+    def noise_logp_terms(self, e):
+        """``log p_F(e_i / Delta) - log Delta`` per cell (exact density)."""
+        xp = namespace(e)
+        e = as_array(e, xp)
+        return self.noise.logp(e / self.sensitivity) - math.log(self.sensitivity)
+
     def noise_logp(self, e):
         """``sum_i [log p_F(e_i / Delta) - log Delta]`` (exact density)."""
         xp = namespace(e)
-        e = as_array(e, xp)
-        lp = self.noise.logp(e / self.sensitivity) - math.log(self.sensitivity)
-        return xp.sum(lp, axis=-1)
+        return xp.sum(self.noise_logp_terms(e), axis=-1)
 
 
 class TulapMechanism(_CNDMechanism):

@@ -36,18 +36,28 @@ def _check_n(n) -> int:
     return int(n)
 
 
+def gaussian_noise_logp_cells(z, sigma: float):
+    r"""Elementwise :math:`N(0,\sigma^2)` log density of ``z`` (exact):
+    :math:`-z_i^2/(2\sigma^2) - \tfrac12\log(2\pi\sigma^2)`."""
+    return -(z * z) / (2.0 * sigma * sigma) - 0.5 * np.log(2.0 * np.pi * sigma * sigma)
+
+
 def gaussian_noise_logp(z, sigma: float, xp=None):
     r"""Sum over the last axis of the :math:`N(0,\sigma^2)` log density of ``z`` (exact)."""
     xp = xp or namespace(z)
-    d = z.shape[-1]
-    return -xp.sum(z * z, axis=-1) / (2.0 * sigma * sigma) - 0.5 * d * np.log(2.0 * np.pi * sigma * sigma)
+    return xp.sum(gaussian_noise_logp_cells(z, sigma), axis=-1)
+
+
+def laplace_noise_logp_cells(z, scale: float, xp=None):
+    r"""Elementwise :math:`\mathrm{Lap}(b)` log density of ``z`` (exact): :math:`-|z_i|/b - \log(2b)`."""
+    xp = xp or namespace(z)
+    return -xp.abs(z) / scale - np.log(2.0 * scale)
 
 
 def laplace_noise_logp(z, scale: float, xp=None):
     r"""Sum over the last axis of the :math:`\mathrm{Lap}(b)` log density of ``z`` (exact)."""
     xp = xp or namespace(z)
-    d = z.shape[-1]
-    return -xp.sum(xp.abs(z), axis=-1) / scale - d * np.log(2.0 * scale)
+    return xp.sum(laplace_noise_logp_cells(z, scale, xp), axis=-1)
 
 
 def calibrated_sigma(epsilon, delta, sensitivity, sigma, what):
@@ -127,8 +137,14 @@ class Gaussian(AdditiveMechanism):
         rng = as_generator(rng)
         return self.sigma * rng.standard_normal(tuple(size) + (self._n,))
 
+    #: independent noise per cell: one log-likelihood term per released cell
+    loglik_factorization = "cell"
+
     def noise_logp(self, e):
         return gaussian_noise_logp(e, self.sigma)
+
+    def noise_logp_terms(self, e):
+        return gaussian_noise_logp_cells(e, self.sigma)
 
 
 class Laplace(AdditiveMechanism):
@@ -163,5 +179,11 @@ class Laplace(AdditiveMechanism):
         rng = as_generator(rng)
         return rng.laplace(0.0, self.scale, tuple(size) + (self._n,))
 
+    #: independent noise per cell: one log-likelihood term per released cell
+    loglik_factorization = "cell"
+
     def noise_logp(self, e):
         return laplace_noise_logp(e, self.scale)
+
+    def noise_logp_terms(self, e):
+        return laplace_noise_logp_cells(e, self.scale)

@@ -110,12 +110,36 @@ class _IntegerAdditive(AdditiveMechanism):
     def n(self) -> int:
         return self._n
 
+    #: independent noise per cell: one log-likelihood term per released cell
+    loglik_factorization = "cell"
+
     def _masked_sum(self, e, elementwise, xp):
         s = xp.sum(elementwise, axis=-1)
         ok = self.noise_in_support(e)
         if xp is np:
             return np.where(ok, s, -np.inf) if np.ndim(s) else (float(s) if ok else -np.inf)
         return xp.switch(ok, s, -np.inf)
+
+    def _masked_cells(self, e, elementwise, xp):
+        """The per-cell terms, all ``-inf`` for a noise vector outside the support (so they sum
+        to :meth:`_masked_sum`)."""
+        ok = self.noise_in_support(e)
+        if xp is np:
+            el = np.broadcast_to(np.asarray(elementwise, dtype=float), np.shape(e))
+            return np.where(np.asarray(ok)[..., None], el, -np.inf)
+        return xp.switch(xp.shape_padright(ok), elementwise, -np.inf)
+
+    def _cell_logp(self, e, xp):
+        """Elementwise log-pmf of the noise (no support check)."""
+        raise NotImplementedError
+
+    def noise_logp(self, e):
+        xp = namespace(e)
+        return self._masked_sum(e, self._cell_logp(e, xp), xp)
+
+    def noise_logp_terms(self, e):
+        xp = namespace(e)
+        return self._masked_cells(e, self._cell_logp(e, xp), xp)
 
 
 class DoubleGeometric(_IntegerAdditive):
@@ -170,11 +194,9 @@ class DoubleGeometric(_IntegerAdditive):
         size = size_tuple(size)
         return sample_discrete_laplace(self.scale, size + (self.n,), rng)
 
-    def noise_logp(self, e):
-        xp = namespace(e)
+    def _cell_logp(self, e, xp):
         b = float(self.scale)
-        c = double_geometric_log_norm(b)
-        return self._masked_sum(e, c - xp.abs(e) / b, xp)
+        return double_geometric_log_norm(b) - xp.abs(e) / b
 
     def local_logp(self):
         """Noise log-density as a :class:`~privinfer.lattice.LocalLogDensity`: per cell ``-|e_i|/b``."""
@@ -212,11 +234,9 @@ class DiscreteGaussian(_IntegerAdditive):
         size = size_tuple(size)
         return sample_discrete_gaussian(None, size + (self.n,), rng, sigma2=self.sigma2)
 
-    def noise_logp(self, e):
-        xp = namespace(e)
+    def _cell_logp(self, e, xp):
         s = float(self.sigma)
-        lz = discrete_gaussian_log_normalizer(s)
-        return self._masked_sum(e, -(e * e) / (2 * s * s) - lz, xp)
+        return -(e * e) / (2 * s * s) - discrete_gaussian_log_normalizer(s)
 
     def local_logp(self):
         """Noise log-density as a :class:`~privinfer.lattice.LocalLogDensity`: per cell ``-e_i^2/(2 sigma^2)``."""

@@ -107,7 +107,7 @@ from ..lattice import (
 )
 from ..lattice.kernels import resolve_jump_scales, sweep_inplace
 from ..lattice.laws import as_rational, size_tuple
-from .base import AdditiveMechanism, ApproxDP, Guarantee, PureDP, ZCDP
+from .base import AdditiveMechanism, ApproxDP, Guarantee, PureDP, ZCDP, group_sums
 
 __all__ = ["GeneralizedLaplace", "GeneralizedGaussian", "default_moves"]
 
@@ -307,6 +307,34 @@ class _LatticeMechanism(AdditiveMechanism):
             return float(out) if np.ndim(out) == 0 else out
         return xp.switch(ok, val, -np.inf)
 
+    def _cell_terms(self, e, xp):
+        """Per-cell terms of the unnormalized log density when it is a sum over cells (l1 and
+        squared-l2 norms), else ``None``."""
+        return None
+
+    @property
+    def loglik_factorization(self) -> str:
+        r"""``"group"`` for a partition invariant and a density summed over cells: the lattice
+        :math:`\{e \in \mathbb Z^n : Ce = 0\}` is then the product of the groups' sum-zero
+        lattices and the density a product over groups (so is :math:`Z_L`, dropped); else
+        ``"joint"``."""
+        if self.invariant.partition is not None and self._cell_terms(np.zeros((1, self.n)), np) is not None:
+            return "group"
+        return "joint"
+
+    def noise_logp_terms(self, e):
+        r"""Per-group terms :math:`\sum_{i \in S_g} \phi(e_i)` of the unnormalized log density
+        (all ``-inf`` off the support), summing to :meth:`noise_logp`."""
+        if self.loglik_factorization == "joint":
+            return super().noise_logp_terms(e)
+        xp = namespace(e)
+        part = self.invariant.partition
+        terms = group_sums(self._cell_terms(e, xp), part.codes, part.n_groups, xp)
+        ok = self.noise_in_support(e)
+        if xp is np:
+            return np.where(np.asarray(ok)[..., None], terms, -np.inf)
+        return xp.switch(xp.shape_padright(ok), terms, -np.inf)
+
     def logp(self, y, x):
         """Log-likelihood up to :math:`-\\log Z_L` (see ``logp_constant_dropped``); ``-inf`` unless
         ``y - x`` is an integer vector with ``C (y - x) = 0``.  NumPy or PyTensor inputs."""
@@ -358,6 +386,13 @@ class GeneralizedLaplace(_LatticeMechanism):
         if self.norm == "l1":
             return -self.rate * xp.sum(xp.abs(e), axis=-1)
         return -self.rate * xp.sqrt(xp.sum(e * e, axis=-1))
+
+    def _cell_terms(self, e, xp):
+        if self.norm != "l1":
+            return None  # the l2 norm is not a sum over cells
+        if xp is np:
+            e = np.asarray(e, dtype=float)
+        return -self.rate * xp.abs(e)
 
     def _law(self):
         if self.norm != "l1":
@@ -411,6 +446,11 @@ class GeneralizedGaussian(_LatticeMechanism):
         if xp is np:
             e = np.asarray(e, dtype=float)
         return -xp.sum(e * e, axis=-1) / (2.0 * self.sigma**2)
+
+    def _cell_terms(self, e, xp):
+        if xp is np:
+            e = np.asarray(e, dtype=float)
+        return -(e * e) / (2.0 * self.sigma**2)
 
     def _law(self):
         return DiscreteGaussianLaw(as_rational(self.sigma, "sigma"))

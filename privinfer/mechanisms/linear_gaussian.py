@@ -252,6 +252,29 @@ class LinearGaussian(Mechanism):
         const = -0.5 * self.m * np.log(2.0 * np.pi) - 0.5 * self._logdet
         return -0.5 * xp.sum(z * z, axis=-1) + const
 
+    @property
+    def loglik_factorization(self) -> str:
+        """``"cell"`` (one term per released query) when ``Sigma`` is diagonal -- independent
+        noise per query -- else ``"joint"``."""
+        S = self._Sigma
+        return "cell" if self.m and not np.any(S - np.diag(np.diag(S))) else "joint"
+
+    def logp_terms(self, y, x):
+        r"""Diagonal ``Sigma``: :math:`\log N(y_j; (Bx)_j, \Sigma_{jj})` per query (they sum to
+        :meth:`logp`); otherwise the one joint term."""
+        if self.loglik_factorization == "joint":
+            return super().logp_terms(y, x)
+        xp = namespace(y, x)
+        if xp is np:
+            y = check_vector_length(y, self.m, "y")
+            x = check_vector_length(x, self.n, "x")
+        else:
+            y = as_array(y, xp)
+            x = as_array(x, xp)
+        var = np.diag(self._Sigma)
+        r = y - xp.dot(x, self._B.T)
+        return -0.5 * r * r / var - 0.5 * np.log(2.0 * np.pi * var)
+
     # -- combination ---------------------------------------------------------------------
     @classmethod
     def joint(cls, *mechanisms: "LinearGaussian") -> "LinearGaussian":

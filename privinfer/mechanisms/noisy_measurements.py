@@ -358,6 +358,27 @@ class NoisyMeasurements(Mechanism):
         ok = xp.and_(integer_mask(u, xp), integer_mask(xp.as_tensor_variable(x), xp))
         return xp.switch(ok, total, -np.inf)
 
+    #: independent noise per measurement: one log-likelihood term per released measurement
+    loglik_factorization = "cell"
+
+    def logp_terms(self, y, x):
+        r"""One term per measurement, :math:`\log\mathcal N_{\mathbb Z}(y_{k,r} - (B_k x)_r;
+        \sigma_k^2)` (length ``m``; they sum to :meth:`logp`), all ``-inf`` if ``y`` or ``x`` is
+        not integer."""
+        xp = namespace(y, x)
+        if xp is np:
+            y, x = self.checked_pair(y, x)
+            u = y - self._answers_xp(x, np)
+            terms = np.concatenate([discrete_gaussian_logpmf(u[..., sl], float(s))
+                                    for sl, s in zip(self.slices, self._sigmas)], axis=-1)
+            ok = integer_mask(x) & np.all(np.isfinite(u), axis=-1)
+            return np.where(np.asarray(ok)[..., None], terms, -np.inf)
+        lz = np.repeat([discrete_gaussian_log_normalizer(float(s)) for s in self._sigmas], self.sizes)
+        inv2 = 1.0 / (2.0 * self.row_sigma**2)
+        u = xp.cast(xp.as_tensor_variable(y), "float64") - self._answers_xp(x, xp)
+        ok = xp.and_(integer_mask(u, xp), integer_mask(xp.as_tensor_variable(x), xp))
+        return xp.switch(xp.shape_padright(ok), -u * u * xp.as_tensor_variable(inv2) - lz, -np.inf)
+
     def local_logp(self) -> LocalLogDensity:
         r"""The log-likelihood as one :class:`~privinfer.lattice.LinearQueries` term in the query
         noise :math:`u = y - Bx`: :math:`g(r, u_r) = -u_r^2/(2\sigma_{k(r)}^2)` (normalizers

@@ -56,7 +56,7 @@ from .._rng import as_generator
 from .._validation import check_positive
 from ..invariants import Invariant
 from ..guarantees import typed_guarantee
-from .base import SUPPORT_RTOL, AdditiveMechanism, Augmentation, check_invariant
+from .base import SUPPORT_RTOL, AdditiveMechanism, Augmentation, check_invariant, group_sums
 from .classic import calibrated_scale, calibrated_sigma
 
 __all__ = [
@@ -182,6 +182,42 @@ class _NullSpaceMechanism(AdditiveMechanism):
             return self.where_in_support(ok, self._density(np.where(np.isfinite(e), e, 0.0), xp))
         return self._density(e, xp)
 
+    # -- pointwise log-likelihood: one term per group of a partition invariant ------------
+    def _splits_by_group(self) -> bool:
+        """Whether :meth:`_group_density` gives the density's per-group terms (default: no)."""
+        return False
+
+    def _group_density(self, e, xp):
+        """Per-group terms of the density for a partition invariant (last axis: groups)."""
+        raise NotImplementedError
+
+    @property
+    def loglik_factorization(self) -> str:
+        """``"group"`` when the invariant is a partition and the density splits by group (the
+        noise of different groups is independent), else ``"joint"``."""
+        inv = self.invariant
+        if inv is not None and inv.partition is not None and self._splits_by_group():
+            return "group"
+        return "joint"
+
+    def logp_terms(self, y, x):
+        """One term per group (see :attr:`loglik_factorization`); NumPy: all ``-inf`` where
+        :meth:`in_support` is false, as :meth:`logp`."""
+        if self.loglik_factorization == "joint":
+            return super().logp_terms(y, x)
+        xp = namespace(y, x)
+        if xp is np:
+            y = np.asarray(y, dtype=float)
+            x = np.asarray(x, dtype=float)
+            ok = self.in_support(y, x)
+            e = np.where(np.isfinite(y - x), y - x, 0.0)
+            return np.where(np.asarray(ok)[..., None], self._group_density(e, np), -np.inf)
+        return self._group_density(y - x, xp)
+
+    def noise_logp_terms(self, e):
+        """Per-group terms of :meth:`noise_logp` (``logp_terms(e, 0)``)."""
+        return self.logp_terms(e, np.zeros(self.n) if namespace(e) is np else 0.0 * e)
+
 
 # ----------------------------------------------------------------------------------------
 # Gaussian
@@ -216,6 +252,28 @@ class NullSpaceGaussian(_NullSpaceMechanism):
     def _density(self, e, xp):
         s2 = self.sigma**2
         return -self._null_sq_norm(e, xp) / (2.0 * s2) - 0.5 * self.dim * np.log(2.0 * np.pi * s2)
+
+    def _splits_by_group(self) -> bool:
+        # subclasses that measure e against another subspace (Semi-DP) keep one joint term
+        return type(self)._null_sq_norm is _NullSpaceMechanism._null_sq_norm
+
+    def _group_density(self, e, xp):
+        r"""For a partition invariant the null space is the product of the groups' sum-zero
+        subspaces, so ``P_N e`` is ``e`` minus its group means and the density is a product of
+        one Gaussian per group :math:`S_g` (dimension :math:`|S_g| - 1`):
+
+        .. math:: l_g = -\frac{\sum_{i\in S_g} e_i^2 - (\sum_{i\in S_g} e_i)^2/|S_g|}{2s^2}
+                  - \frac{|S_g| - 1}{2}\log(2\pi s^2),
+
+        with :math:`\sum_g l_g` the joint ``_density``."""
+        part = self._inv.partition
+        k = part.n_groups
+        sizes = np.asarray(part.sizes, dtype=float)
+        sums = group_sums(e, part.codes, k, xp)
+        squares = group_sums(e * e, part.codes, k, xp)
+        s2 = self.sigma**2
+        dims = np.where(sizes > 0, sizes - 1.0, 0.0)
+        return -(squares - sums * sums / np.maximum(sizes, 1.0)) / (2.0 * s2) - 0.5 * dims * np.log(2.0 * np.pi * s2)
 
 
 class ProjectedGaussian(NullSpaceGaussian):
@@ -506,16 +564,36 @@ class ProjectedLaplace(_NullSpaceMechanism):
         vals = vals.reshape(e.shape[:-1])
         return float(vals) if vals.ndim == 0 else vals
 
-    def _partition_logp(self, V):
+    def _partition_terms(self, V):
+        """Per-group log marginals of the null-space vectors ``V`` (rows), shape (rows, groups)."""
         part = self._inv.partition
         order = np.argsort(part.codes, kind="stable")
         bounds = np.concatenate([[0], np.cumsum(part.sizes)])
-        out = np.zeros(V.shape[0])
+        out = np.zeros((V.shape[0], part.n_groups))
         for g in range(part.n_groups):
             cells = order[bounds[g]:bounds[g + 1]]
+            if cells.size == 0:
+                continue
             u = np.full(cells.size, 1.0 / np.sqrt(cells.size))
-            out += [projected_laplace_row_marginal_logp(v, u, self.scale) for v in V[:, cells]]
+            out[:, g] = [projected_laplace_row_marginal_logp(v, u, self.scale) for v in V[:, cells]]
         return out
+
+    def _partition_logp(self, V):
+        return self._partition_terms(V).sum(axis=-1)
+
+    def _splits_by_group(self) -> bool:
+        # the marginal is a product of one closed-form integral per group (class docstring)
+        return True
+
+    def _group_density(self, e, xp):
+        """Per-group log marginals (NumPy only: PyTensor graphs use :attr:`augmentation`)."""
+        if xp is not np:
+            raise NotImplementedError("the projected Laplace marginal density is NumPy only; in a PyTensor graph "
+                                      "use m.augmentation (augmented_logp with a latent r)")
+        e = np.asarray(e, dtype=float)
+        flat = e.reshape(-1, self.n)
+        V = self._inv.project_null(flat)
+        return self._partition_terms(V).reshape(e.shape[:-1] + (self._inv.partition.n_groups,))
 
     def _quadrature_logp(self, v) -> float:
         from scipy.optimize import linprog

@@ -1,10 +1,14 @@
 """Thin PyMC glue: mechanisms' likelihoods and invariant-constrained latents in a ``pm.Model``.
 
-* :func:`observe` -- the exact likelihood of a release (auxiliary latents where needed).
+* :func:`observe` -- the exact likelihood of a release (auxiliary latents where needed), with
+  pointwise terms for model comparison; :func:`add_augmented_log_likelihood` for releases
+  whose likelihood is augmented.
 * :func:`affine_latent` (alias :func:`constrained_vector`) -- continuous ``x`` on ``{C x = t}``.
 * :func:`lattice_latent` -- integer ``x`` on ``{x in Z^n : C x = t}``, sampled with
   :class:`LatticeBlockGibbs` (the default: exact block draws per group where they apply),
   :class:`LatticeMetropolis` / :class:`LatticeGibbs` (step methods on the lattice engine).
+* :func:`started` -- a free variable with a given starting point (a support point, so PyMC's
+  graph rebuilds such as ``pm.compute_log_likelihood`` keep working).
 * :func:`lattice_steps` -- one lattice step per integer latent, for ``pm.sample(step=...)``.
 * :class:`MeasuredPairsGibbs` -- pair moves for a latent observed through noisy measurements,
   with a :class:`DirichletMultinomialCells` prior (assigned by ``pm.sample()`` to latents made
@@ -12,8 +16,8 @@
 """
 
 from .measured import DirichletMultinomialCells, MeasuredPairsGibbs
-from .latents import ConditionalPrior, affine_latent, constrained_vector, lattice_latent, prior_logp
-from .observe import observe, posterior_predictive_releases
+from .latents import ConditionalPrior, affine_latent, constrained_vector, lattice_latent, prior_logp, started
+from .observe import add_augmented_log_likelihood, observe, posterior_predictive_releases
 from .steps import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
 
 register_step_methods()
@@ -24,8 +28,10 @@ __all__ = [
     "constrained_vector",
     "lattice_latent",
     "prior_logp",
+    "started",
     "ConditionalPrior",
     "posterior_predictive_releases",
+    "add_augmented_log_likelihood",
     "lattice_steps",
     "LatticeBlockGibbs",
     "LatticeMetropolis",

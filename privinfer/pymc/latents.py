@@ -34,7 +34,7 @@ from ..lattice import GroupSumSampler, GroupTree, separable_cell_logp, unimodal_
 from ..lattice import CellSum, LocalLogDensity
 from .registry import AffineLatentInfo, LatticeLatentInfo, model_registry
 
-__all__ = ["affine_latent", "lattice_latent", "constrained_vector", "prior_logp", "ConditionalPrior"]
+__all__ = ["affine_latent", "lattice_latent", "constrained_vector", "prior_logp", "started", "ConditionalPrior"]
 
 
 def _as_invariant(invariant, t) -> tuple[Invariant, np.ndarray]:
@@ -72,26 +72,78 @@ def affine_latent(name: str, invariant: Invariant, t=None, prior=None, *, initva
         named ``f"{name}_prior"``.  ``None`` adds nothing (flat on the subspace).
     initval
         optional starting point for ``x`` (e.g. the release); it is projected onto
-        ``{C x = t}`` and becomes the initial value of ``z``.  By default ``x`` starts at the
-        least-norm point, which can be far from the data when cells differ by orders of
-        magnitude.
+        ``{C x = t}`` and its coordinates ``Q_N^T (x - x0)`` become the *support point* of ``z``
+        (where PyMC's ``initial_point`` starts; not a PyMC ``initval``, so PyMC's graph
+        rebuilds -- ``pm.compute_log_likelihood``, ``pm.do``, ``pm.observe`` -- work).  By
+        default ``x`` starts at the least-norm point ``x0`` (``z = 0``), which can be far from
+        the data when cells differ by orders of magnitude.
     """
     model = pm.modelcontext(model)
     inv, t = _as_invariant(invariant, t)
     Q = inv.null_basis()
     x0 = inv.feasible_point(t)
-    z0 = None
+    z0 = np.zeros(Q.shape[1])
     if initval is not None:
         start = np.asarray(initval, dtype=float)
         if start.shape != (inv.n,) or not np.all(np.isfinite(start)):
             raise ValueError(f"initval must be a finite vector of shape ({inv.n},)")
         z0 = Q.T @ (start - x0)  # coordinates of its projection onto the fibre
-    z = pm.Flat(f"{name}_z", shape=(Q.shape[1],), initval=z0)
+    z, z_start = _started_flat(f"{name}_z", z0)
     x = pm.Deterministic(name, pt.as_tensor_variable(x0) + pt.dot(pt.as_tensor_variable(Q), z), dims=dims)
     if prior is not None:
         pm.Potential(f"{name}_prior", prior_logp(prior, x))
-    model_registry(model)["affine"][name] = AffineLatentInfo(name, inv, t, np.asarray(x0))
+    model_registry(model)["affine"][name] = AffineLatentInfo(name, inv, t, np.asarray(x0), start=z_start)
     return x
+
+
+def _started_flat(name: str, start: np.ndarray):
+    """A free real vector with a flat density (log-density 0, as ``pm.Flat``) whose support point
+    is the shared value returned with it (``start.set_value`` moves the starting point)."""
+    import pytensor
+
+    z_start = pytensor.shared(np.asarray(start, dtype=float), name=f"{name}_start")
+
+    def flat(size):
+        return pm.Flat.dist(size=size)
+
+    def support_point(rv, size):
+        return z_start if rv.ndim == 1 else pt.broadcast_to(z_start, rv.shape)
+
+    z = pm.CustomDist(name, dist=flat, support_point=support_point, shape=(int(np.size(start)),),
+                      class_name="FlatStarted")
+    return z, z_start
+
+
+def started(name: str, dist, start, *, dims=None, model=None):
+    """A free variable with the law of ``dist`` (a PyMC ``.dist(...)`` random variable) whose
+    *support point* -- PyMC's default starting point -- is ``start``.
+
+    The model's density is that of ``dist``; only where chains start changes.  Unlike
+    ``initval=``, the model can still be rebuilt by PyMC's graph transforms
+    (``pm.compute_log_likelihood``, ``idata_kwargs={"log_likelihood": True}``, ``pm.do``).
+    """
+    from pytensor.tensor.random.op import RandomVariable
+
+    pm.modelcontext(model)
+    node = getattr(dist, "owner", None)
+    if node is None or not isinstance(node.op, RandomVariable):
+        raise TypeError("started() needs a PyMC distribution made with .dist(...)")
+    op = node.op
+    params = list(op.dist_params(node))
+    value = np.asarray(start, dtype=dist.dtype)
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"the starting point of '{name}' must be finite")
+    shape = value.shape if value.ndim else None
+
+    def law(*ps):  # the last argument is the size
+        return op(*ps[:-1], size=ps[-1])
+
+    def support_point(rv, size, *ps):
+        pt_start = pt.as_tensor_variable(value)
+        return pt_start if rv.ndim == value.ndim else pt.broadcast_to(pt_start, rv.shape)
+
+    return pm.CustomDist(name, *params, dist=law, support_point=support_point, shape=shape, dims=dims,
+                         class_name=f"Started{type(op).__name__}")
 
 
 #: Alias with the design notes' name.

@@ -49,6 +49,8 @@ class AffineLatentInfo:
     t: np.ndarray
     x0: np.ndarray
     releases: list = field(default_factory=list)
+    #: the shared support point of the free coordinates ``z`` (``x = x0 + Q_N z``)
+    start: object = None
 
     @property
     def point(self) -> np.ndarray:

@@ -104,7 +104,7 @@ def start_near_release(model, y) -> dict:
     release, the candidate starts are ``x0 + lambda Q_N Q_N^T (y - x0)`` for
     ``lambda = 1, 0.9, 0.5, 0.25, 0.1`` (``lambda = 1``: the orthogonal projection of the release
     onto the fibre -- the release itself when the mechanism keeps the invariant); the first
-    with a finite model log-density is set as the initial value of ``z``.  When counts differ by
+    with a finite model log-density becomes the starting point (support point) of ``z``.  When counts differ by
     orders of magnitude the least-norm point (every cell at its group mean) can sit thousands of
     noise standard deviations from the release, where NUTS cannot adapt.  Returns the starts set.
     """
@@ -124,7 +124,7 @@ def start_near_release(model, y) -> dict:
         for lam in (1.0, 0.9, 0.5, 0.25, 0.1):
             point[zname] = lam * z_full
             if np.isfinite(logp(point)):
-                model.set_initval(model[zname], lam * z_full)
+                info.start.set_value(lam * z_full)  # the support point of z: no PyMC initval
                 starts[zname] = lam * z_full
                 break
     return starts
