@@ -19,7 +19,14 @@ the cells).  Printed:
 Goals: RMSE <= 0.65 x GLS on cells under 30 and <= 0.88 x GLS on all cells; coverage 0.88-0.92;
 R-hat <= 1.01, ESS >= 400; under 10 minutes on 2 cores, under 4 GB.
 
-Run: ``python benchmarks/bench_hierarchy_model.py [--counties N] [--draws 500] [--tune 500]``
+``--table counties``: the real 2010 county x sex x age table of Kentucky (120 counties, 5,520
+cells; ``privinfer.datasets.load_nhgis_sex_by_age``) measured the same way at the state and
+county levels (the design of ``bench_noisy_measurements.py``: detailed cells, county totals,
+state sex x age, rho 0.0025 each, plus the state total); small cells are those under 100
+(goal: RMSE <= 0.85 x GLS there, coverage 0.88-0.92).
+
+Run: ``python benchmarks/bench_hierarchy_model.py [--table tracts|counties] [--counties N] [--draws 500]
+[--tune 500] [--mode NUMBA]``
 """
 
 from __future__ import annotations
@@ -30,10 +37,12 @@ import time
 
 import arviz as az
 import numpy as np
+import pandas as pd
 import pymc as pm
 
 from privinfer.census import (AGE_GROUPS, derived_draws, frame_counts, hierarchy_measurements, hierarchy_model,
                               posterior_summary, synthetic_tracts, unit_sums)
+from privinfer.datasets import load_nhgis_sex_by_age
 from privinfer.inference import gls_estimate
 from privinfer.pymc import MeasuredPairsGibbs
 
@@ -51,8 +60,26 @@ def coverage(truth, lo, hi):
     return float(np.mean((truth >= lo) & (truth <= hi)))
 
 
+def kentucky_frame(table: str, seed: int, counties: int = 0):
+    """The cells as a frame and its geography: the synthetic tracts (``"tracts"``) or the real
+    county x sex x age table of the 2010 SF1 (``"counties"``: state and county levels)."""
+    if table == "tracts":
+        frame, geography = synthetic_tracts("KY", rng=seed), ["county", "tract"]
+    else:
+        data = load_nhgis_sex_by_age("KY")
+        c, s, a = np.meshgrid(data.geoid, ["male", "female"], AGE_GROUPS, indexing="ij")
+        frame = pd.DataFrame({"county": c.ravel(), "sex": s.ravel(), "age": a.ravel(), "count": data.sf.ravel()})
+        geography = ["county"]
+    if counties:
+        keep = sorted(frame["county"].unique())[:counties]
+        frame = frame[frame["county"].isin(keep)].reset_index(drop=True)
+    return frame, geography
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--table", choices=("tracts", "counties"), default="tracts",
+                    help="synthetic tracts (default) or the real county x sex x age table")
     ap.add_argument("--counties", type=int, default=0, help="keep the first N counties (0: all)")
     ap.add_argument("--draws", type=int, default=500)
     ap.add_argument("--tune", type=int, default=500)
@@ -64,16 +91,13 @@ def main(argv=None):
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
     args = ap.parse_args(argv)
 
-    frame = synthetic_tracts("KY", rng=args.seed)
-    if args.counties:
-        keep = sorted(frame["county"].unique())[: args.counties]
-        frame = frame[frame["county"].isin(keep)].reset_index(drop=True)
-    mech = hierarchy_measurements(frame, geography=["county", "tract"], attributes=["sex", "age"],
+    frame, geography = kentucky_frame(args.table, args.seed, args.counties)
+    mech = hierarchy_measurements(frame, geography=geography, attributes=["sex", "age"],
                                   queries=QUERIES, rho=0.0025)
     x = frame_counts(frame)
     rel = mech.publish(x, rng=args.seed + 1)
-    print(f"Kentucky tracts: {frame['tract'].nunique()} tracts in {frame['county'].nunique()} counties, "
-          f"{mech.n} cells; {mech.matrix.shape[0]} measurements")
+    print(f"Kentucky {args.table}: {frame[geography[-1]].nunique()} {geography[-1]} units in "
+          f"{frame['county'].nunique()} counties, {mech.n} cells; {mech.matrix.shape[0]} measurements")
 
     t0 = time.perf_counter()
     est = gls_estimate(rel)
@@ -91,27 +115,28 @@ def main(argv=None):
     t_sample = time.perf_counter() - t0
     draws = idata.posterior["x"].values.reshape(-1, mech.n)
 
-    small = x < 30
+    cut = 30 if args.table == "tracts" else 100    # the goals' small cells
+    small = x < cut
     pm_mean = draws.mean(0)
     lo, hi = np.quantile(draws, [0.05, 0.95], axis=0)
     rmse = lambda e, m=slice(None): float(np.sqrt(np.mean((e[m] - x[m]) ** 2)))  # noqa: E731
     print(f"times: GLS {t_gls:.1f} s, model build {t_build:.1f} s, sampling {t_sample:.0f} s "
           f"({args.chains} chains x ({args.tune} + {args.draws}), mode {args.mode or 'default'}); peak memory {peak_mb():.0f} MB")
     print(f"{'':24s}{'GLS':>10s}{'posterior':>11s}{'ratio':>8s}")
-    for name, m in (("RMSE, all cells", slice(None)), ("RMSE, cells under 30", small)):
+    for name, m in (("RMSE, all cells", slice(None)), (f"RMSE, cells under {cut}", small)):
         g, p = rmse(est.x, m), rmse(pm_mean, m)
         print(f"{name:24s}{g:10.2f}{p:11.2f}{p / g:8.3f}")
 
-    A, B = unit_sums(rel, "tract", age=OLD), unit_sums(rel, "tract")
+    A, B = unit_sums(rel, geography[-1], age=OLD), unit_sums(rel, geography[-1])
     share_true = (x @ A) / (x @ B)
     s_mean, s_lo, s_hi = posterior_summary(derived_draws(draws, A, B))
     g_share, g_lo, g_hi = est.ratio_interval(A, B)
     print("90% coverage (mean width):")
-    for name, m in (("all cells", slice(None)), ("cells under 30", small)):
+    for name, m in (("all cells", slice(None)), (f"cells under {cut}", small)):
         print(f"  {name:22s} GLS {coverage(x[m], est.lower[m], est.upper[m]):.3f} "
               f"({np.mean(est.upper[m] - est.lower[m]):.1f})   posterior {coverage(x[m], lo[m], hi[m]):.3f} "
               f"({np.mean(hi[m] - lo[m]):.1f})")
-    print(f"  {'tract share 65+':22s} GLS {coverage(share_true, g_lo, g_hi):.3f} ({np.mean(g_hi - g_lo):.4f})"
+    print(f"  {geography[-1] + ' share 65+':22s} GLS {coverage(share_true, g_lo, g_hi):.3f} ({np.mean(g_hi - g_lo):.4f})"
           f"   posterior {coverage(share_true, s_lo, s_hi):.3f} ({np.mean(s_hi - s_lo):.4f})")
     print(f"  RMSE of the share 65+: GLS {np.sqrt(np.mean((g_share - share_true) ** 2)):.4f}, "
           f"posterior {np.sqrt(np.mean((s_mean - share_true) ** 2)):.4f}")

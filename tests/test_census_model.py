@@ -71,7 +71,8 @@ def test_refuses_what_it_cannot_model():
 def test_smooth_departures_enter_the_prior_as_written():
     # alpha of every cell = kappa softmax(theta_county + r_tract,age) with r the random walk
     # whose increments are step_scale^w * step (the partially non-centred increments, w the
-    # model's data noncentering_age), recomputed here in NumPy at a random point
+    # model's data noncentering_age) less their mean over the county's tracts, recomputed here
+    # in NumPy at a random point
     from privinfer.pymc.registry import model_registry
 
     f, rel = small_release()
@@ -82,15 +83,23 @@ def test_smooth_departures_enter_the_prior_as_written():
     point = model.initial_point()
     for k, v in point.items():
         point[k] = v + rng.normal(0, 0.3, np.shape(v)) if not k.startswith("x") else v
-    names = ["step_scale_age", "step_tract_age", "log_profile_county", "concentration"]
+    names = ["step_scale_age", "step_tract_age", "log_profile_county", "concentration", "log_profile_state",
+             "scale_county", "departure_county"]
     graphs = model.replace_rvs_by_values([model_registry(model)["lattice"]["x"].prior.alpha]
                                          + [model[n] for n in names])
     fn = model.compile_fn(graphs, inputs=model.value_vars, on_unused_input="ignore")
     alpha, *rest = fn(point)
     vals = dict(zip(names, rest))
+    # the counties' departures sum to zero under the state (one parent)
+    z = vals["departure_county"] - vals["departure_county"].mean(axis=0)
+    np.testing.assert_allclose(vals["log_profile_county"],
+                               vals["log_profile_state"][None, :] + vals["scale_county"][None, :] * z, atol=1e-12)
     w = model["noncentering_age"].get_value()
     assert w.shape == vals["step_tract_age"].shape and np.all((w > 0) & (w <= 1))
     steps = vals["step_scale_age"][None, :] ** w * vals["step_tract_age"]
+    par = np.asarray(hier.parent[-1])
+    for c in np.unique(par):   # the tracts' increments sum to zero in each county
+        steps[par == c] -= steps[par == c].mean(axis=0)
     walk = np.concatenate([np.zeros((steps.shape[0], 1)), np.cumsum(steps, axis=1)], axis=1)
     age = np.unravel_index(np.arange(hier.d), hier.shape)[list(hier.attributes).index("age")]
     theta = vals["log_profile_county"][np.asarray(hier.parent[-1])] + walk[:, age]

@@ -5,31 +5,38 @@ r"""A hierarchical prior for the cells of a Census-style hierarchy, fitted to it
 
 .. math::
    \theta_0 &\sim \mathrm{ZeroSumNormal}(s_0), \qquad
-   \theta_v = \theta_{\mathrm{pa}(v)} + \tau_l \odot z_v,\ z_v \sim \mathrm{ZeroSumNormal}(1),
+   \theta_v = \theta_{\mathrm{pa}(v)} + \tau_l \odot (z_v - \bar z_{\mathrm{pa}(v)}),\
+   z_v \sim \mathrm{ZeroSumNormal}(1),
    \ \tau_l \sim \mathrm{HalfNormal}(s_\tau) \quad (\text{units } v \text{ of levels } 0 < l < L-1), \\
    \theta_u &= \theta_{\mathrm{pa}(u)} + r_{u,\mathrm{age}}, \quad
-   r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a},\
+   r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a} - \bar\delta_{\mathrm{pa}(u),a},\
    \delta_{u,a} \sim N(0, \sigma_a^2),\ \sigma_a \sim \mathrm{HalfNormal}(s_\sigma)
    \quad (\text{lowest-level units } u), \\
    x_u \mid N_u &\sim \mathrm{DirMult}\big(N_u,\ \kappa\,\mathrm{softmax}(\theta_u)\big),
    \qquad \kappa = 1/\phi^2,\ \phi \sim \mathrm{HalfNormal}(0.3),
 
-the unit totals :math:`N_u` flat, restricted to the published invariant :math:`Cx = t` and
-observed through the exact discrete Gaussian likelihood of every measurement
-(:func:`privinfer.pymc.observe`).  :math:`\theta_v \in \mathbb R^d` is the log attribute profile
-of unit ``v`` (``d`` attribute combinations, e.g. sex x age): the state's profile, each
-county's departure from it with one learned scale per attribute combination (some age groups
-vary between counties far more than others), and each tract's cells drawn around its county's
-profile: a smooth departure along the ordered attribute (``smooth``: the age groups) -- a
-random walk whose step scales are learned from all tracts, so a tract can be old or young as a
-whole, its 65+ groups moving together, as real tracts do -- and independent cell-level
-overdispersion :math:`\phi` (a Dirichlet-multinomial with concentration :math:`\kappa`;
-:math:`\phi \to 0` is the multinomial; for :math:`\kappa \gg 1` a cell's Dirichlet share
-:math:`\pi_i` has relative sd :math:`\sqrt{(1 - p_i)/(p_i(\kappa + 1))} \approx \phi/\sqrt{p_i}`,
-e.g. :math:`6.8\,\phi` for a cell holding 1/46 of its tract).  This is the Poisson log-linear hierarchy of small-area estimation
-(Fay-Herriot's pooling, on counts) made exact for integer cells: the Dirichlet-multinomial is
-the Poisson-gamma (negative binomial) model conditioned on the unit total, so the unit sizes
-need no model of their own -- the measurements pin them down.
+with :math:`\bar z_p`, :math:`\bar\delta_{p,a}` the means over the children of ``p``: the
+departures of one parent's children sum to zero, so a parent's log profile is the mean of its
+children's and no direction of the likelihood trades a parent off against all its children (the
+usual sum-to-zero identification of nested effects; it removes a ridge that slowed NUTS on
+Kentucky's counties and tracts: with the cells held fixed, the state profile's ESS rose from 14
+to 157 of 300 draws); an only child has no departure.  The unit totals :math:`N_u` are flat,
+restricted to the published invariant :math:`Cx = t` and observed through the exact discrete
+Gaussian likelihood of every measurement (:func:`privinfer.pymc.observe`). :math:`\theta_v \in
+\mathbb R^d` is the log attribute profile of unit ``v`` (``d`` attribute combinations, e.g. sex
+x age): the state's profile, each county's departure from it with one learned scale per
+attribute combination (some age groups vary between counties far more than others), and each
+tract's cells drawn around its county's profile: a smooth departure along the ordered attribute
+(``smooth``: the age groups) -- a random walk whose step scales are learned from all tracts, so
+a tract can be old or young as a whole, its 65+ groups moving together, as real tracts do --
+and independent cell-level overdispersion :math:`\phi` (a Dirichlet-multinomial with
+concentration :math:`\kappa`; :math:`\phi \to 0` is the multinomial; for :math:`\kappa \gg 1` a
+cell's Dirichlet share :math:`\pi_i` has relative sd :math:`\sqrt{(1 - p_i)/(p_i(\kappa + 1))}
+\approx \phi/\sqrt{p_i}`, e.g. :math:`6.8\,\phi` for a cell holding 1/46 of its tract).  This
+is the Poisson log-linear hierarchy of small-area estimation (Fay-Herriot's pooling, on counts)
+made exact for integer cells: the Dirichlet-multinomial is the Poisson-gamma (negative
+binomial) model conditioned on the unit total, so the unit sizes need no model of their own --
+the measurements pin them down.
 
 Sampling: NUTS for the continuous parameters, the walk's increments partially non-centred
 (Papaspiliopoulos, Roberts and Skold 2007: each increment between its centred and non-centred
@@ -88,9 +95,24 @@ def _profiles(hier, profile_scale: float, scale_prior: float):
         name = hier.levels[l]
         scale = pm.HalfNormal(f"scale_{name}", sigma=scale_prior, shape=(d,), dims="combination")
         z = pm.ZeroSumNormal(f"departure_{name}", sigma=1.0, shape=(hier.n_units(l), d), dims=(name, "combination"))
-        theta = theta[np.asarray(hier.parent[l], dtype=np.int64)] + scale[None, :] * z
+        par = np.asarray(hier.parent[l], dtype=np.int64)
+        theta = theta[par] + scale[None, :] * _sibling_centred(z, par)
         pm.Deterministic(f"log_profile_{name}", theta, dims=(name, "combination"))
     return theta
+
+
+def _sibling_centred(dep, parent: np.ndarray):
+    r"""Departures ``(U, k)`` minus the mean departure of each unit's siblings (the units of its
+    parent): :math:`\tilde z_v = z_v - \bar z_{\mathrm{pa}(v)}`.  The children's departures
+    then sum to zero under every parent, so the parent's profile is the mean log profile of its
+    children and the likelihood has no direction along which a parent and all its children
+    trade off (a ridge the sampler would have to walk); the sibling means of the raw ``z`` are
+    left to their prior.  An only child gets no departure."""
+    parent = np.asarray(parent, dtype=np.int64)
+    P = int(parent.max()) + 1 if parent.size else 0
+    size = np.bincount(parent, minlength=P).astype(float)
+    sums = pt.inc_subtensor(pt.zeros((P, dep.shape[1]))[parent], dep)
+    return dep - (sums / size[:, None])[parent]
 
 
 def _noncentering_weights(dep, s2):
@@ -186,6 +208,8 @@ def _smooth_departures(hier, axis: int, step_prior: float, est):
     step = pm.HalfNormal(f"step_scale_{name}", sigma=step_prior, shape=(K - 1,))
     raw = pm.Normal(f"step_{leaf}_{name}", 0.0, step[None, :] ** (1.0 - w), shape=(U, K - 1))
     inc = step[None, :] ** w * raw
+    if hier.depth >= 2:
+        inc = _sibling_centred(inc, hier.parent[-1])
     walk = pt.concatenate([pt.zeros((U, 1)), pt.cumsum(inc, axis=1)], axis=1)
     code = np.unravel_index(np.arange(hier.d), hier.shape)[axis]
     return walk[:, code]
