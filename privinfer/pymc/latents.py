@@ -103,13 +103,15 @@ def _started_flat(name: str, start: np.ndarray):
 
     z_start = pytensor.shared(np.asarray(start, dtype=float), name=f"{name}_start")
 
-    def flat(size):
-        return pm.Flat.dist(size=size)
+    n = int(np.size(start))
+
+    def flat(size):  # a fixed size, so that the variable keeps its static shape (n,)
+        return pm.Flat.dist(shape=(n,))
 
     def support_point(rv, size):
         return z_start if rv.ndim == 1 else pt.broadcast_to(z_start, rv.shape)
 
-    z = pm.CustomDist(name, dist=flat, support_point=support_point, shape=(int(np.size(start)),),
+    z = pm.CustomDist(name, dist=flat, support_point=support_point, shape=(n,),
                       class_name="FlatStarted")
     return z, z_start
 
@@ -135,8 +137,8 @@ def started(name: str, dist, start, *, dims=None, model=None):
         raise ValueError(f"the starting point of '{name}' must be finite")
     shape = value.shape if value.ndim else None
 
-    def law(*ps):  # the last argument is the size
-        return op(*ps[:-1], size=ps[-1])
+    def law(*ps):  # the last argument is the size; the start's shape is kept static
+        return op(*ps[:-1], size=shape if shape is not None else ps[-1])
 
     def support_point(rv, size, *ps):
         pt_start = pt.as_tensor_variable(value)
