@@ -28,11 +28,9 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
-from privinfer.datasets import load_gazetteer_counties
-from privinfer.mechanisms import GeneralizedLaplace
 from privinfer.models import county_population_model
 
-EPSILON = 0.192
+from bench_national_posterior import EPSILON, national_release
 
 
 def peak_rss_mb() -> float:
@@ -49,14 +47,7 @@ def main(argv=None) -> None:
     ap.add_argument("--chains", type=int, default=2)
     args = ap.parse_args(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
-    g = load_gazetteer_counties()
-    k = 8 if args.small and args.states is None else args.states
-    if k is not None:
-        g = g.subset(g.states()[:k])
-    inv = g.invariant()
-    x = np.asarray(g.pop10, dtype=np.int64)
-    mech = GeneralizedLaplace(inv, epsilon=EPSILON)
-    y = mech.release(x, rng=np.random.default_rng(20100401))
+    inv, x, mech, y = national_release(8 if args.small and args.states is None else args.states)
     draws = args.draws or (300 if args.small else 1000)
     tune = args.tune or (300 if args.small else 500)
     print(f"{x.size} counties in {inv.partition.n_groups} states, GL(l1) release at epsilon = {EPSILON}, "

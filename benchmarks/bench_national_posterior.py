@@ -56,21 +56,27 @@ def run(y, mech, inv, *, block: bool, draws: int, tune: int, seed: int):
     return wall, ess, rhat, acc
 
 
+def national_release(states=None):
+    """The national county table (the first ``states`` states by sorted code; all when
+    ``None``), its state-total invariant, the true counts, the GL(l1) mechanism at
+    ``EPSILON`` and one release of it (fixed seed)."""
+    g = load_gazetteer_counties()
+    if states is not None:
+        g = g.subset(g.states()[:states])
+    inv = g.invariant()
+    x = np.asarray(g.pop10, dtype=np.int64)
+    mech = GeneralizedLaplace(inv, epsilon=EPSILON)
+    return inv, x, mech, mech.release(x, rng=np.random.default_rng(20100401))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="first 8 states, fewer draws")
     ap.add_argument("--states", type=int, default=None, help="use the first K states (sorted codes)")
     args = ap.parse_args(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
-    g = load_gazetteer_counties()
-    k = 8 if args.quick and args.states is None else args.states
-    if k is not None:
-        g = g.subset(g.states()[:k])
-    inv = g.invariant()
-    x = np.asarray(g.pop10, dtype=np.int64)
-    mech = GeneralizedLaplace(inv, epsilon=EPSILON)
+    inv, x, mech, y = national_release(8 if args.quick and args.states is None else args.states)
     assert mech.exact
-    y = mech.release(x, rng=np.random.default_rng(20100401))
     print(f"{x.size} counties in {inv.partition.n_groups} states, GL(l1) release at epsilon = {EPSILON}, "
           "state totals kept")
     base_d, base_t = (150, 150) if args.quick else (300, 300)

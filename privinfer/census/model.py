@@ -136,7 +136,7 @@ def _unit_tables(hier, level: int, est, axis=None):
     and their measurement variances (per-cell variances summed), ``(U, d)``; summed over the
     other attributes when ``axis`` is given (``(U, K)``)."""
     xhat = np.maximum(np.asarray(est.x, float), 0.5)
-    var = ((np.asarray(est.upper, float) - np.asarray(est.lower, float)) / (2 * 1.6448536269514722)) ** 2
+    var = np.asarray(est.se, float) ** 2
     unit = np.asarray(hier.unit_of_cell[level], dtype=np.int64)
     if axis is None:
         k, col = hier.d, hier.combination

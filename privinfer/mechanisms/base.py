@@ -495,19 +495,18 @@ class AdditiveMechanism(Mechanism):
         lp = self.noise_logp(e)
         return np.asarray(lp, dtype=float)[..., None] if xp is np else xp.shape_padright(lp)
 
+    @staticmethod
+    def _noise(y, x):
+        """The noise ``y - x`` (as float arrays in NumPy; PyTensor as given)."""
+        if namespace(y, x) is np:
+            return np.asarray(y, dtype=float) - np.asarray(x, dtype=float)
+        return y - x
+
     def logp(self, y, x):
-        xp = namespace(y, x)
-        if xp is np:
-            y = np.asarray(y, dtype=float)
-            x = np.asarray(x, dtype=float)
-        return self.noise_logp(y - x)
+        return self.noise_logp(self._noise(y, x))
 
     def logp_terms(self, y, x):
         """``noise_logp_terms(y - x)`` (the pointwise form of :meth:`logp`)."""
         if self.loglik_factorization == "joint":
             return super().logp_terms(y, x)
-        xp = namespace(y, x)
-        if xp is np:
-            y = np.asarray(y, dtype=float)
-            x = np.asarray(x, dtype=float)
-        return self.noise_logp_terms(y - x)
+        return self.noise_logp_terms(self._noise(y, x))

@@ -238,8 +238,8 @@ class LinearGaussian(Mechanism):
         x = check_vector_length(x, self.n, "x")
         return (y - x @ self._B.T) @ self._Linv.T
 
-    def logp(self, y, x):
-        """Exact log density of ``y`` given ``x`` (sums over the last axis; NumPy or PyTensor)."""
+    def _residual(self, y, x):
+        """The array namespace and the residual ``y - B x`` (inputs checked in NumPy)."""
         xp = namespace(y, x)
         if xp is np:
             y = check_vector_length(y, self.m, "y")
@@ -247,7 +247,11 @@ class LinearGaussian(Mechanism):
         else:
             y = as_array(y, xp)
             x = as_array(x, xp)
-        r = y - xp.dot(x, self._B.T)
+        return xp, y - xp.dot(x, self._B.T)
+
+    def logp(self, y, x):
+        """Exact log density of ``y`` given ``x`` (sums over the last axis; NumPy or PyTensor)."""
+        xp, r = self._residual(y, x)
         z = xp.dot(r, self._Linv.T)
         const = -0.5 * self.m * np.log(2.0 * np.pi) - 0.5 * self._logdet
         return -0.5 * xp.sum(z * z, axis=-1) + const
@@ -264,15 +268,8 @@ class LinearGaussian(Mechanism):
         :meth:`logp`); otherwise the one joint term."""
         if self.loglik_factorization == "joint":
             return super().logp_terms(y, x)
-        xp = namespace(y, x)
-        if xp is np:
-            y = check_vector_length(y, self.m, "y")
-            x = check_vector_length(x, self.n, "x")
-        else:
-            y = as_array(y, xp)
-            x = as_array(x, xp)
+        _, r = self._residual(y, x)
         var = np.diag(self._Sigma)
-        r = y - xp.dot(x, self._B.T)
         return -0.5 * r * r / var - 0.5 * np.log(2.0 * np.pi * var)
 
     # -- combination ---------------------------------------------------------------------

@@ -161,17 +161,22 @@ class _NullSpaceMechanism(AdditiveMechanism):
         Q = inv.null_basis()
         return xp.sum(xp.dot(e, Q) ** 2, axis=-1)
 
+    def _supported_noise(self, y, x):
+        """The array namespace, the noise ``y - x`` (NumPy: non-finite entries zeroed) and, in
+        NumPy, where :meth:`in_support` holds (``None`` in PyTensor)."""
+        xp = namespace(y, x)
+        if xp is not np:
+            return xp, y - x, None
+        y = np.asarray(y, dtype=float)
+        x = np.asarray(x, dtype=float)
+        return xp, np.where(np.isfinite(y - x), y - x, 0.0), self.in_support(y, x)
+
     def logp(self, y, x):
         """Exact log density; NumPy: ``-inf`` where :meth:`in_support` is false.  PyTensor: the
         density of the null-space component (the support is the model's constraint on x)."""
-        xp = namespace(y, x)
-        if xp is np:
-            y = np.asarray(y, dtype=float)
-            x = np.asarray(x, dtype=float)
-            ok = self.in_support(y, x)
-            e = np.where(np.isfinite(y - x), y - x, 0.0)
-            return self.where_in_support(ok, self._density(e, xp))
-        return self._density(y - x, xp)
+        xp, e, ok = self._supported_noise(y, x)
+        d = self._density(e, xp)
+        return d if ok is None else self.where_in_support(ok, d)
 
     def noise_logp(self, e):
         """Log density of the noise ``e`` itself (``logp(e, 0)``)."""
@@ -205,14 +210,9 @@ class _NullSpaceMechanism(AdditiveMechanism):
         :meth:`in_support` is false, as :meth:`logp`."""
         if self.loglik_factorization == "joint":
             return super().logp_terms(y, x)
-        xp = namespace(y, x)
-        if xp is np:
-            y = np.asarray(y, dtype=float)
-            x = np.asarray(x, dtype=float)
-            ok = self.in_support(y, x)
-            e = np.where(np.isfinite(y - x), y - x, 0.0)
-            return np.where(np.asarray(ok)[..., None], self._group_density(e, np), -np.inf)
-        return self._group_density(y - x, xp)
+        xp, e, ok = self._supported_noise(y, x)
+        g = self._group_density(e, xp)
+        return g if ok is None else np.where(np.asarray(ok)[..., None], g, -np.inf)
 
     def noise_logp_terms(self, e):
         """Per-group terms of :meth:`noise_logp` (``logp_terms(e, 0)``)."""
