@@ -25,8 +25,11 @@ county levels (the design of ``bench_noisy_measurements.py``: detailed cells, co
 state sex x age, rho 0.0025 each, plus the state total); small cells are those under 100
 (goal: RMSE <= 0.85 x GLS there, coverage 0.88-0.92).
 
+``--walk-steps gibbs|nuts``: the tract walk by ``WalkGibbs`` or by NUTS (partly non-centred); default
+``auto``, the model's choice (``WalkGibbs`` from ``privinfer.census.GIBBS_UNITS`` tracts on).
+
 Run: ``python benchmarks/bench_hierarchy_model.py [--table tracts|counties] [--counties N] [--draws 500]
-[--tune 500] [--mode NUMBA]``
+[--tune 500] [--mode NUMBA] [--walk-steps auto|gibbs|nuts]``
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ def main(argv=None):
     ap.add_argument("--sweeps", type=float, default=3.0, help="pair-move sweeps per iteration")
     ap.add_argument("--overdispersion", type=float, default=None,
                     help="fix the cells' overdispersion phi (default: learned)")
+    ap.add_argument("--walk-steps", choices=("auto", "gibbs", "nuts"), default="auto",
+                    help="hierarchy_model(walk_steps=...): WalkGibbs or NUTS for the tract walk")
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
     args = ap.parse_args(argv)
 
@@ -104,7 +109,7 @@ def main(argv=None):
     t_gls = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    model = hierarchy_model(rel, overdispersion=args.overdispersion)
+    model = hierarchy_model(rel, overdispersion=args.overdispersion, walk_steps=args.walk_steps)
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()
     with model:
@@ -149,14 +154,15 @@ def main(argv=None):
     worst = sorted(rh_by.items(), key=lambda kv: -kv[1])[:3]
     print("worst parameters (max R-hat): " + ", ".join(f"{k} {v:.3f}" for k, v in worst))
     rh_p = max(rh_by.values())
-    ess_p = float(az.ess(idata, var_names=params).to_array().min())
+    ess_p = min(float(az.ess(idata, var_names=[v])[v].min()) for v in params)
     ss = idata.sample_stats
     kappa = np.asarray(idata.posterior["concentration"]).ravel() if "concentration" in idata.posterior else [np.nan]
     print(f"convergence: cells max R-hat {np.nanmax(rhat_x):.3f}, min bulk ESS {np.nanmin(ess_x):.0f} "
           f"(cells with R-hat > 1.01: {int(np.sum(rhat_x > 1.01))}); parameters max R-hat {rh_p:.3f}, "
           f"min ESS {ess_p:.0f}; lattice acceptance {float(ss['lattice_accept'].mean()):.2f}, "
           f"moved {float(ss['lattice_moved'].mean()):.2f}; NUTS tree depth "
-          f"{float(ss['tree_depth'].mean()):.1f}; concentration {np.median(kappa):.1f}")
+          f"{float(ss['tree_depth'].mean()):.1f}; concentration {np.median(kappa):.1f}"
+          + (f"; walk acceptance {float(ss['walk_accept'].mean()):.2f}" if "walk_accept" in ss else ""))
 
 
 if __name__ == "__main__":

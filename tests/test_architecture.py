@@ -22,7 +22,7 @@ MODELS = pathlib.Path(privinfer.models.__file__).parent
 
 #: layer of each unit (a top-level module or sub-package of privinfer); lower never imports higher
 LAYERS = {
-    "privinfer._rng": 0, "privinfer._backend": 0, "privinfer._validation": 0,
+    "privinfer._rng": 0, "privinfer._backend": 0, "privinfer._validation": 0, "privinfer._special": 0,
     "privinfer.invariants": 1, "privinfer.accounting": 1, "privinfer.distributions": 1,
     "privinfer.datasets": 1, "privinfer.guarantees": 1,
     "privinfer.lattice": 2,

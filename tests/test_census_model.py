@@ -12,7 +12,7 @@ from scipy import special, stats
 
 from census_helpers import random_frame
 from privinfer.census import hierarchy_measurements, hierarchy_model, start_point
-from privinfer.pymc import MeasuredPairsGibbs
+from privinfer.pymc import MeasuredPairsGibbs, WalkGibbs
 
 QUERIES = {"total": (), "sex_age": ("sex", "age")}
 
@@ -35,9 +35,10 @@ def test_plain_sample_assigns_the_pair_moves_to_the_cells():
     assert list(model.coords["cell"]) == list(rel.mechanism.cell_ids)
 
 
-def test_draws_keep_the_invariant_and_stay_non_negative():
+@pytest.mark.parametrize("smooth", [None, "age"])
+def test_draws_keep_the_invariant_and_stay_non_negative(smooth):
     f, rel = small_release()
-    model = hierarchy_model(rel)
+    model = hierarchy_model(rel, smooth=smooth, walk_steps="gibbs")
     with model:
         idata = pm.sample(150, tune=150, chains=1, cores=1, random_seed=4, progressbar=False,
                           compute_convergence_checks=False)
@@ -47,6 +48,12 @@ def test_draws_keep_the_invariant_and_stay_non_negative():
     acc = idata.sample_stats["lattice_accept"].values
     moved = idata.sample_stats["lattice_moved"].values
     assert np.all((acc > 0) & (acc <= 1)) and moved.mean() > 0.05  # the cells move
+    if smooth:                                                         # and so does the walk
+        assert idata.sample_stats["walk_accept"].values.mean() > 0.5
+        inc = idata.posterior["step_tract_age"].values[0]
+        assert np.mean(np.any(np.diff(inc, axis=0) != 0, axis=(1, 2))) > 0.9
+        scale = idata.posterior["step_scale_age"].values[0]
+        assert np.all(np.diff(scale, axis=0) != 0)                     # exact draws every iteration
 
 
 def test_start_point_is_on_the_fibre():
@@ -68,7 +75,23 @@ def test_refuses_what_it_cannot_model():
         hierarchy_model(rel, profile_scale=-1.0)
 
 
-def test_smooth_departures_enter_the_prior_as_written():
+def test_plain_sample_assigns_walk_gibbs_to_the_walk():
+    f, rel = small_release()
+    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
+    _, selected = assign_step_methods(model, None, methods=pm.STEP_METHODS)
+    walk = {model.rvs_to_values[model[n]] for n in ("step_scale_age", "step_tract_age")}
+    assert set(selected[WalkGibbs]) == walk
+    assert not walk & set(selected[pm.NUTS])
+    for steps in ("nuts", "auto"):     # a few tracts: NUTS (census.GIBBS_UNITS)
+        nuts_model = hierarchy_model(rel, smooth="age", walk_steps=steps)
+        _, selected = assign_step_methods(nuts_model, None, methods=pm.STEP_METHODS)
+        assert WalkGibbs not in selected
+    with pytest.raises(ValueError, match="walk_steps"):
+        hierarchy_model(rel, walk_steps="slice")
+
+
+@pytest.mark.parametrize("walk_steps", ["gibbs", "nuts"])
+def test_smooth_departures_enter_the_prior_as_written(walk_steps):
     # alpha of every cell = kappa softmax(theta_county + r_tract,age) with r the random walk
     # whose increments are step_scale^w * step (the partially non-centred increments, w the
     # model's data noncentering_age) less their mean over the county's tracts, recomputed here
@@ -76,7 +99,7 @@ def test_smooth_departures_enter_the_prior_as_written():
     from privinfer.pymc.registry import model_registry
 
     f, rel = small_release()
-    model = hierarchy_model(rel, smooth="age")  # 3 age groups: "auto" would take none
+    model = hierarchy_model(rel, smooth="age", walk_steps=walk_steps)  # 3 age groups: "auto" would take none
     assert "step_scale_age" not in hierarchy_model(rel).named_vars
     hier = rel.mechanism.hierarchy
     rng = np.random.default_rng(2)
@@ -95,7 +118,9 @@ def test_smooth_departures_enter_the_prior_as_written():
     np.testing.assert_allclose(vals["log_profile_county"],
                                vals["log_profile_state"][None, :] + vals["scale_county"][None, :] * z, atol=1e-12)
     w = model["noncentering_age"].get_value()
-    assert w.shape == vals["step_tract_age"].shape and np.all((w > 0) & (w <= 1))
+    assert w.shape == vals["step_tract_age"].shape
+    # WalkGibbs samples the centred increments (w = 0); NUTS the partly non-centred ones
+    assert np.all(w == 0) if walk_steps == "gibbs" else np.all((w > 0) & (w <= 1))
     steps = vals["step_scale_age"][None, :] ** w * vals["step_tract_age"]
     par = np.asarray(hier.parent[-1])
     for c in np.unique(par):   # the tracts' increments sum to zero in each county
@@ -197,7 +222,7 @@ def test_partly_non_centred_increments_keep_the_prior():
     # a correct prior, while sd sigma^w instead of sigma^(1-w) would give sd sigma^(2w-1)
     # and fail at once unless every w were 1/2)
     f, rel = small_release()
-    model = hierarchy_model(rel, smooth="age")
+    model = hierarchy_model(rel, smooth="age", walk_steps="nuts")
     w = model["noncentering_age"].get_value()
     assert np.all((w > 0) & (w <= 1))
     # exponents spread over (0, 1] (the data's own sit near 1 on this small, low-noise release)

@@ -7,7 +7,8 @@ measurements (the 2020 Census design), and models and baselines that use the hie
   over the tree, :mod:`privinfer.inference.hierarchical_gls`);
 * :func:`hierarchy_model` -- a PyMC model of the cells with a prior that pools across units
   and levels (profiles per level, learned departures, Dirichlet-multinomial tracts), sampled by
-  NUTS and :class:`~privinfer.pymc.MeasuredPairsGibbs`; :func:`start_point` its chains' start;
+  NUTS, :class:`~privinfer.pymc.WalkGibbs` (the tracts' age walks, from :data:`GIBBS_UNITS`
+  tracts on) and :class:`~privinfer.pymc.MeasuredPairsGibbs`; :func:`start_point` its chains' start;
 * :func:`unit_sums` -- weights of derived quantities (a tract's people aged 65+, its share
   aged 65+ with a second call), for :func:`derived_draws` / :func:`posterior_summary` and for
   the GLS estimate's ``interval`` / ``ratio_interval``;
@@ -17,9 +18,9 @@ measurements (the 2020 Census design), and models and baselines that use the hie
 
 from .measurements import frame_counts, hierarchy_from_frame, hierarchy_measurements
 from .derived import derived_draws, posterior_summary, unit_sums
-from .model import hierarchy_model, start_point
+from .model import GIBBS_UNITS, hierarchy_model, start_point
 from .tracts import AGE_GROUPS, SEXES, read_tract_table, synthetic_tracts, synthetic_tracts_from_counties
 
 __all__ = ["hierarchy_measurements", "hierarchy_from_frame", "frame_counts", "hierarchy_model", "start_point",
            "unit_sums", "derived_draws", "posterior_summary", "synthetic_tracts",
-           "synthetic_tracts_from_counties", "read_tract_table", "SEXES", "AGE_GROUPS"]
+           "synthetic_tracts_from_counties", "read_tract_table", "SEXES", "AGE_GROUPS", "GIBBS_UNITS"]

@@ -48,6 +48,8 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from .._special import lgamma_ratio_scalar
+
 __all__ = ["MeasuredPairs", "SPREAD", "SweepCounts", "measured_pair_sweeps", "rounded_normal_logmass"]
 
 #: Proposal spread relative to the conditional's Gaussian scale along a line.
@@ -144,17 +146,19 @@ def _apply(i, j, d, row_ptr, rows, u):
 def _prior_delta(i, j, d, x, alpha, unit, kappa, N):
     """Change of the Dirichlet-multinomial log prior when x_i += d and x_j -= d."""
     xi, xj = x[i], x[j]
-    out = (math.lgamma(xi + d + alpha[i]) - math.lgamma(xi + alpha[i])
+    # differences of log-gammas at large arguments (alpha = kappa p, kappa -> infinity as the
+    # overdispersion vanishes) by Stirling's series: the direct difference loses digits
+    out = (lgamma_ratio_scalar(xi + alpha[i], d)
            - math.lgamma(xi + d + 1.0) + math.lgamma(xi + 1.0)
-           + math.lgamma(xj - d + alpha[j]) - math.lgamma(xj + alpha[j])
+           + lgamma_ratio_scalar(xj + alpha[j], -d)
            - math.lgamma(xj - d + 1.0) + math.lgamma(xj + 1.0))
     ui, uj = unit[i], unit[j]
     if ui != uj:
         Ni, Nj = N[ui], N[uj]
         out += (math.lgamma(Ni + d + 1.0) - math.lgamma(Ni + 1.0)
-                - math.lgamma(Ni + d + kappa[ui]) + math.lgamma(Ni + kappa[ui])
+                - lgamma_ratio_scalar(Ni + kappa[ui], d)
                 + math.lgamma(Nj - d + 1.0) - math.lgamma(Nj + 1.0)
-                - math.lgamma(Nj - d + kappa[uj]) + math.lgamma(Nj + kappa[uj]))
+                - lgamma_ratio_scalar(Nj + kappa[uj], -d))
     return out
 
 

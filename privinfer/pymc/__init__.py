@@ -13,11 +13,15 @@
 * :class:`MeasuredPairsGibbs` -- pair moves for a latent observed through noisy measurements,
   with a :class:`DirichletMultinomialCells` prior (assigned by ``pm.sample()`` to latents made
   with ``lattice_latent(..., sampler="measured_pairs")``).
+* :class:`WalkGibbs` -- blocked Gibbs updates of the random-walk departures of many units of
+  Dirichlet-multinomial cells and their step scales (assigned by ``pm.sample()`` to walks
+  recorded with :func:`register_walk`).
 """
 
 from .measured import DirichletMultinomialCells, MeasuredPairsGibbs
 from .latents import ConditionalPrior, affine_latent, constrained_vector, lattice_latent, prior_logp, started
 from .observe import add_augmented_log_likelihood, observe, posterior_predictive_releases
+from .walk import WalkGibbs, register_walk
 from .steps import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
 
 register_step_methods()
@@ -38,4 +42,6 @@ __all__ = [
     "LatticeGibbs",
     "MeasuredPairsGibbs",
     "DirichletMultinomialCells",
+    "WalkGibbs",
+    "register_walk",
 ]

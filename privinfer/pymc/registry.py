@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["LatticeLatentInfo", "ObservedRelease", "model_registry"]
+__all__ = ["LatticeLatentInfo", "ObservedRelease", "WalkInfo", "model_registry"]
 
 
 @dataclass
@@ -58,9 +58,27 @@ class AffineLatentInfo:
         return self.x0
 
 
+@dataclass
+class WalkInfo:
+    """Random-walk departures of units whose cells are Dirichlet-multinomial
+    (:func:`privinfer.pymc.register_walk`)."""
+    scales: str               # the step scales' variable, (K-1,), HalfNormal(prior_scale)
+    increments: str           # the raw increments' variable, (U, K-1), N(0, scales^2)
+    prior_scale: float
+    base: object              # (U, d) tensor: the log profile every unit departs from
+    kappa: object             # scalar tensor: the Dirichlet concentration
+    weights: object           # (U, K-1) tensor: non-centring exponents (0: centred)
+    latent: str               # the lattice latent holding the cells
+    grid: np.ndarray          # (U, d) cell indices of every unit
+    code: np.ndarray          # (d,) category of every column of the grid
+    groups: object = None     # (U,) sibling groups whose increments are centred (None: none)
+    exponents: object = None  # (U, K-1) partial non-centring of the scale update (None: 1)
+
+
 def model_registry(model) -> dict:
     reg = getattr(model, "_privinfer", None)
     if reg is None:
         reg = {"lattice": {}, "affine": {}}
         model._privinfer = reg
+    reg.setdefault("walks", {})
     return reg

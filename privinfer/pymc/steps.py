@@ -56,6 +56,7 @@ from ..lattice.laws import nonzero_double_geometric
 from .local_posterior import LocalPosterior
 from .measured import MeasuredPairsGibbs
 from .registry import model_registry
+from .walk import WalkGibbs
 
 __all__ = ["LatticeMetropolis", "LatticeGibbs", "LatticeBlockGibbs", "lattice_steps", "register_step_methods"]
 
@@ -377,9 +378,13 @@ def lattice_steps(model=None, step_class=None, **kwargs) -> list:
 
 
 def register_step_methods() -> None:
-    """Add the lattice step methods to ``pymc.STEP_METHODS`` (PyMC's documented extension point:
+    """Add the lattice step methods and :class:`~privinfer.pymc.WalkGibbs` to ``pymc.STEP_METHODS`` (PyMC's documented extension point:
     "other step methods can be added by appending to this list"), once.  Called when
     :mod:`privinfer.pymc` is imported, so ``pm.sample()`` assigns them to lattice latents."""
     for cls in (LatticeBlockGibbs, LatticeMetropolis, LatticeGibbs, MeasuredPairsGibbs):
         if cls not in pm.STEP_METHODS:
             pm.STEP_METHODS.append(cls)
+    # WalkGibbs ties with NUTS (both IDEAL) on the variables it claims; PyMC keeps the first
+    # of equally competent methods, so it goes before NUTS
+    if WalkGibbs not in pm.STEP_METHODS:
+        pm.STEP_METHODS.insert(0, WalkGibbs)

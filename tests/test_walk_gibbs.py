@@ -1,0 +1,255 @@
+"""WalkGibbs and its kernels (privinfer.pymc.walk, privinfer.pymc.walk_kernel) against exact
+answers: the stable log-gamma differences against exact sums, and every update's invariance
+of its exact conditional, computed by quadrature on a one-dimensional case (K = 2 categories,
+one increment per unit, one step scale).
+
+Invariance tests: draw many independent states from the exact conditional (inverse cdf on a
+fine grid), apply the kernel once to each, and test the results against the same
+conditional with Kolmogorov-Smirnov at level 1e-3 (fixed seeds).  The cases are chosen
+far from Gaussian (few people, strong overdispersion): each test checks that a normal sample
+with the conditional's mean and sd fails the same test, so Gaussian proposals accepted
+without the exact ratio would fail it too."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import gammaln
+
+from privinfer._special import digamma_diff, lgamma_ratio, lgamma_ratio_scalar
+from privinfer.pymc import walk_kernel as wk
+
+ALPHA = 1e-3
+CODE = np.array([0, 1, 0, 1])          # 2 sexes x 2 age groups: one increment per unit
+
+
+# -- stable differences ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("a", [0.4, 3.0, 9.9, 10.0, 55.5, 2.0e3, 7.0e6, 3.0e10, 1.0e14])
+def test_lgamma_ratio_equals_the_exact_sum_of_logs(a):
+    # for integer x, log Gamma(a + x) - log Gamma(a) = sum_{j < x} log(a + j) exactly (fsum);
+    # the series' truncation error is below 1e-10 for a >= 10, the direct difference exact below
+    for x in (0, 1, 2, 9, 60, 400):
+        exact = math.fsum(math.log(a + j) for j in range(x))
+        tol = 1e-10 * max(1.0, abs(exact))
+        assert abs(float(lgamma_ratio(a, x)) - exact) <= tol
+        assert abs(lgamma_ratio_scalar(a, float(x)) - exact) <= tol
+        assert abs(lgamma_ratio_scalar(a + x, float(-x)) + exact) <= tol
+        # psi(a + x) - psi(a) = sum_{j < x} 1/(a + j)
+        exact_d = math.fsum(1.0 / (a + j) for j in range(x))
+        assert abs(float(digamma_diff(a, x)) - exact_d) <= 1e-10 * max(exact_d, 1e-300) + 1e-300
+
+
+def test_the_direct_difference_would_lose_digits_where_the_series_is_used():
+    a, x = 3.0e10, 60
+    exact = math.fsum(math.log(a + j) for j in range(x))
+    assert abs(gammaln(a + x) - gammaln(a) - exact) > 1e-7          # why the series exists
+    assert abs(float(lgamma_ratio(a, x)) - exact) < 1e-10 * exact
+
+
+# -- one-dimensional exact conditionals -----------------------------------------------------
+
+def _case(kappa=3.0, n=12, seed=0):
+    rng = np.random.default_rng(seed)
+    base = np.array([0.2, -0.3, 0.1, 0.4])
+    X = rng.multinomial(n, np.full(4, 0.25)).astype(float)
+    return X, base, kappa
+
+
+def _unit_logl(X, base, kappa, eta):
+    """log-likelihood of one unit as a function of its one increment (vectorized over eta)."""
+    th = base[None, :] + np.where(CODE[None, :] == 1, eta[:, None], 0.0)
+    return wk.unit_loglik(np.broadcast_to(X, th.shape), th, kappa)
+
+
+def _grid_draws(logd, grid, n, rng):
+    p = np.exp(logd - logd.max())
+    cdf = np.cumsum(p)
+    cdf /= cdf[-1]
+    return np.interp(rng.random(n), cdf, grid), cdf
+
+
+def _ks(sample, grid, cdf):
+    return stats.kstest(sample, lambda v: np.interp(v, grid, cdf)).pvalue
+
+
+def _assert_far_from_gaussian(grid, cdf, n):
+    """Power: the KS distance D between the conditional and the normal with its mean and sd is
+    so large that a sample of ``n`` from that normal would be rejected at level ALPHA (its
+    statistic sqrt(n) D, up to O(1) noise, exceeds the critical value by more than 1), so
+    Gaussian proposals accepted without the exact ratio would fail the test."""
+    pdf = np.diff(cdf, prepend=0.0)
+    mean = (pdf * grid).sum()
+    sd = np.sqrt((pdf * (grid - mean) ** 2).sum())
+    D = np.max(np.abs(stats.norm.cdf(grid, mean, sd) - cdf))
+    assert np.sqrt(n) * D > stats.kstwobign.isf(ALPHA) + 1.0
+
+
+def test_pair_moves_leave_the_exact_conditional_invariant():
+    # two sibling units with the same cells; the pair keeps eta_1 + eta_2 = 0 (centred) and
+    # the mean raw increment m; the conditional of eta_1 = e is
+    #   l(X1, e) + l(X2, -e) - ((m + e)^2 + (m - e)^2) / (2 sigma^2)
+    # (all of unit 1's people in the second age group, all of unit 2's in the first: both
+    # pull e up, the likelihood saturates, the prior bounds it -- a skewed conditional)
+    X1, X2 = np.array([0.0, 5.0, 0.0, 4.0]), np.array([3.0, 0.0, 4.0, 0.0])
+    base, kappa = _case()[1], 2.0
+    sigma, m = np.array([2.0]), 0.3
+    grid = np.linspace(-12, 12, 48001)
+    logd = (_unit_logl(X1, base, kappa, grid) + _unit_logl(X2, base, kappa, -grid)
+            - ((m + grid) ** 2 + (m - grid) ** 2) / (2 * sigma[0] ** 2))
+    rng = np.random.default_rng(11)
+    n = 20000
+    e0, cdf = _grid_draws(logd, grid, n, rng)
+    X = np.concatenate([np.tile(X1, (n, 1)), np.tile(X2, (n, 1))])
+    B = np.tile(base, (2 * n, 1))
+    eta = np.concatenate([e0, -e0])[:, None]
+    delta = eta + m
+    u, v = np.arange(n), np.arange(n, 2 * n)
+    acc = wk.move_update(rng, X, B, eta, delta, [(u, 1.0), (v, -1.0)], sigma, kappa, CODE)
+    assert 0.2 < acc.mean() < 1.0                                       # it moves
+    assert np.allclose(eta[u] + eta[v], 0.0) and np.allclose(delta[u] + delta[v], 2 * m)
+    assert _ks(eta[u, 0], grid, cdf) > ALPHA
+    _assert_far_from_gaussian(grid, cdf, n)
+
+
+def test_single_moves_leave_the_exact_conditional_invariant():
+    # no centring: the conditional of one unit's increment e is l(X, e) - e^2 / (2 sigma^2)
+    X1, base, kappa = np.array([0.0, 5.0, 0.0, 4.0]), _case()[1], 2.0    # skewed, as above
+    sigma = np.array([2.0])
+    grid = np.linspace(-9, 9, 36001)
+    logd = _unit_logl(X1, base, kappa, grid) - grid**2 / (2 * sigma[0] ** 2)
+    rng = np.random.default_rng(12)
+    n = 20000
+    e0, cdf = _grid_draws(logd, grid, n, rng)
+    eta = e0[:, None].copy()
+    delta = eta.copy()
+    acc = wk.move_update(rng, np.tile(X1, (n, 1)), np.tile(base, (n, 1)), eta, delta,
+                         [(np.arange(n), 1.0)], sigma, kappa, CODE)
+    assert 0.2 < acc.mean() < 1.0
+    assert np.array_equal(eta, delta)
+    assert _ks(eta[:, 0], grid, cdf) > ALPHA
+    _assert_far_from_gaussian(grid, cdf, n)
+
+
+def test_scale_draw_is_the_exact_conditional():
+    # sigma | delta has density prop. to HalfNormal(sigma; s) prod_u N(delta_u; 0, sigma^2)
+    rng = np.random.default_rng(5)
+    s, U = 0.3, 7
+    delta = rng.normal(0, 0.2, size=(U, 1))
+    grid = np.linspace(1e-4, 3.0, 60001)
+    logd = -grid**2 / (2 * s * s) - U * np.log(grid) - (delta**2).sum() / (2 * grid**2)
+    p = np.exp(logd - logd.max())
+    cdf = np.cumsum(p) / p.sum()
+    draws = np.array([wk.scale_draw(rng, delta, s)[0] for _ in range(4000)])
+    assert _ks(draws, grid, cdf) > ALPHA
+    wrong = np.array([wk.scale_draw(rng, delta, 2 * s)[0] for _ in range(4000)])
+    assert _ks(wrong, grid, cdf) < ALPHA                                # the test has power
+
+
+def test_noncentred_scale_update_leaves_the_exact_conditional_invariant():
+    # three units in one sibling group, standardized increments eps fixed; lambda = log sigma
+    # has the conditional -e^{2 lambda}/(2 s^2) + lambda + sum_u l(X_u, e^lambda * eps_c_u)
+    rng = np.random.default_rng(8)
+    s = 0.5
+    Xs = [_case(kappa=2.5, n=10, seed=k)[0] for k in range(3)]
+    base, kappa = _case()[1], 2.5
+    X = np.stack(Xs)
+    B = np.tile(base, (3, 1))
+    groups = np.zeros(3, dtype=np.int64)
+    eps = np.array([[1.2], [-0.4], [0.7]])
+    eps_c = eps - eps.mean()
+    grid = np.linspace(-9, 2.5, 46001)
+    sg = np.exp(grid)
+    logd = -sg**2 / (2 * s * s) + grid
+    for u in range(3):
+        logd = logd + _unit_logl(X[u], base, kappa, sg * eps_c[u, 0])
+    n = 2500
+    lam0, cdf = _grid_draws(logd, grid, n, rng)
+    out = np.empty(n)
+    for j in range(n):
+        sigma = np.array([np.exp(lam0[j])])
+        new_sigma, new_delta, evals = wk.scale_update_noncentred(rng, X, B, eps * sigma, groups, sigma, kappa, CODE, s)
+        assert np.allclose(new_delta, eps * new_sigma)                  # eps is kept
+        out[j] = np.log(new_sigma[0])
+    assert np.mean(out != lam0) > 0.9
+    assert _ks(out, grid, cdf) > ALPHA
+    _assert_far_from_gaussian(grid, cdf, n)
+
+
+def test_partly_non_centred_scale_update_leaves_the_exact_conditional_invariant():
+    # coordinates eps_u = delta_u / sigma^{w_u} held fixed (w differs by unit); the density of
+    # lambda = log sigma, written from the model's parts: HalfNormal(sigma; s) * sigma (log
+    # transform) * prod_u N(eps_u sigma^{w_u}; 0, sigma^2) sigma^{w_u} (Jacobian of eps -> delta)
+    # * prod_u L_u(centred delta)
+    rng = np.random.default_rng(9)
+    s = 0.5
+    X = np.stack([_case(kappa=2.5, n=10, seed=k)[0] for k in range(3)])
+    base, kappa = _case()[1], 2.5
+    B = np.tile(base, (3, 1))
+    groups = np.zeros(3, dtype=np.int64)
+    eps = np.array([[1.2], [-0.4], [0.7]])
+    w = np.array([[0.1], [0.9], [0.5]])
+    grid = np.linspace(-9, 2.5, 46001)
+    sg = np.exp(grid)
+    d = eps[:, 0][None, :] * sg[:, None] ** w[:, 0][None, :]            # (grid, units)
+    logd = stats.halfnorm.logpdf(sg, scale=s) + grid
+    logd = logd + (stats.norm.logpdf(d, 0, sg[:, None]) + w[:, 0][None, :] * grid[:, None]).sum(axis=1)
+    dc = d - d.mean(axis=1, keepdims=True)
+    for u in range(3):
+        logd = logd + _unit_logl(X[u], base, kappa, dc[:, u])
+    n = 2500
+    lam0, cdf = _grid_draws(logd, grid, n, rng)
+    out = np.empty(n)
+    for j in range(n):
+        sigma = np.array([np.exp(lam0[j])])
+        new_sigma, new_delta, _ = wk.scale_update_noncentred(rng, X, B, eps * sigma ** w, groups, sigma, kappa,
+                                                             CODE, s, exponents=w)
+        assert np.allclose(new_delta, eps * new_sigma ** w)               # the coordinates are kept
+        out[j] = np.log(new_sigma[0])
+    assert _ks(out, grid, cdf) > ALPHA
+    # power: the fully non-centred update holds other coordinates fixed, so it samples another
+    # conditional and fails the same test
+    other = np.array([np.log(wk.scale_update_noncentred(rng, X, B, eps * np.exp(l) ** w, groups, np.exp([l]), kappa,
+                                                        CODE, s)[0][0]) for l in lam0])
+    assert _ks(other, grid, cdf) < ALPHA
+
+
+def test_sibling_pairs_is_a_matching_within_groups():
+    rng = np.random.default_rng(0)
+    groups = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 3])
+    u, v = wk.sibling_pairs(rng, groups)
+    both = np.r_[u, v]
+    assert both.size == np.unique(both).size                            # disjoint
+    assert np.array_equal(groups[u], groups[v])
+    assert u.size == 1 + 1 + 2 + 0                                      # floor(size / 2) per group
+
+
+def test_empirical_increments_fit_the_category_totals():
+    X = np.array([[10.0, 30.0, 20.0, 40.0]])
+    base = np.zeros((1, 4))
+    eta = wk.empirical_increments(X, base, CODE)
+    assert np.isclose(eta[0, 0], np.log(70.5 / 30.5))
+
+
+def test_walk_gibbs_refuses_what_it_cannot_sample():
+    import pymc as pm
+
+    from census_helpers import random_frame
+    from privinfer.census import hierarchy_measurements, hierarchy_model
+    from privinfer.pymc import WalkGibbs
+
+    f = random_frame(3, counties=3, max_tracts=2)
+    mech = hierarchy_measurements(f, geography=["county", "tract"], attributes=["sex", "age"],
+                                  queries={"total": (), "sex_age": ("sex", "age")}, rho=0.05)
+    rel = mech.publish(f["count"], rng=3)
+    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
+    with model:
+        with pytest.raises(ValueError, match="together"):
+            WalkGibbs(vars=[model["step_scale_age"]])
+        model["noncentering_age"].set_value(np.full(model["noncentering_age"].get_value().shape, 0.5))
+        with pytest.raises(ValueError, match="centred"):
+            WalkGibbs()
+    with hierarchy_model(rel, smooth="age", walk_steps="nuts"):
+        with pytest.raises(ValueError, match="one walk registered"):
+            WalkGibbs()
