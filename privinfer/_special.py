@@ -27,7 +27,8 @@ import numba
 import numpy as np
 from scipy.special import digamma, gammaln
 
-__all__ = ["A_SWITCH", "stirling_correction", "lgamma_ratio", "digamma_diff", "lgamma_ratio_scalar"]
+__all__ = ["A_SWITCH", "stirling_correction", "lgamma_ratio_series", "lgamma_ratio", "digamma_diff",
+           "lgamma_ratio_scalar"]
 
 #: Smallest ``a`` at which the series are used.
 A_SWITCH = 10.0
@@ -38,6 +39,16 @@ def stirling_correction(z):
     z2 = z * z
     z3 = z * z2
     return 1.0 / (12.0 * z) - 1.0 / (360.0 * z3) + 1.0 / (1260.0 * z3 * z2) - 1.0 / (1680.0 * z3 * z2 * z2)
+
+
+_stirling_correction_scalar = numba.njit(cache=True)(stirling_correction)
+
+
+def lgamma_ratio_series(a, x, log1p, log):
+    """Stirling's series for :math:`\log\Gamma(a + x) - \log\Gamma(a)` (module docstring),
+    valid for ``a, a + x >= A_SWITCH``; ``log1p`` and ``log`` of the array library at hand (NumPy,
+    PyTensor), so one formula serves both."""
+    return (a - 0.5) * log1p(x / a) + x * log(a + x) - x + stirling_correction(a + x) - stirling_correction(a)
 
 
 def _e(z):
@@ -58,9 +69,7 @@ def _by_size(a, x, series, direct):
 
 def lgamma_ratio(a, x):
     r""":math:`\log\Gamma(a + x) - \log\Gamma(a)` elementwise, ``a > 0``, ``x >= 0``."""
-    return _by_size(a, x,
-                    lambda a, x: ((a - 0.5) * np.log1p(x / a) + x * np.log(a + x) - x
-                                  + stirling_correction(a + x) - stirling_correction(a)),
+    return _by_size(a, x, lambda a, x: lgamma_ratio_series(a, x, np.log1p, np.log),
                     lambda a, x: gammaln(a + x) - gammaln(a))
 
 
@@ -76,7 +85,5 @@ def lgamma_ratio_scalar(a, x):
     be negative), compiled for the lattice kernels."""
     if a < A_SWITCH or a + x < A_SWITCH:
         return math.lgamma(a + x) - math.lgamma(a)
-    z = a + x
-    cz = 1.0 / (12.0 * z) - 1.0 / (360.0 * z ** 3) + 1.0 / (1260.0 * z ** 5) - 1.0 / (1680.0 * z ** 7)
-    ca = 1.0 / (12.0 * a) - 1.0 / (360.0 * a ** 3) + 1.0 / (1260.0 * a ** 5) - 1.0 / (1680.0 * a ** 7)
-    return (a - 0.5) * math.log1p(x / a) + x * math.log(z) - x + cz - ca
+    return ((a - 0.5) * math.log1p(x / a) + x * math.log(a + x) - x
+            + _stirling_correction_scalar(a + x) - _stirling_correction_scalar(a))

@@ -218,8 +218,7 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool):
     name = hier.attributes[axis]
     U = hier.n_units(hier.depth - 1)
     leaf = hier.levels[-1]
-    w0 = _walk_noncentering(hier, axis, est)
-    w = pm.Data(f"noncentering_{name}", np.zeros_like(w0) if centred else w0)
+    w = pm.Data(f"noncentering_{name}", np.zeros((U, K - 1)) if centred else _walk_noncentering(hier, axis, est))
     step = pm.HalfNormal(f"step_scale_{name}", sigma=step_prior, shape=(K - 1,))
     raw = pm.Normal(f"step_{leaf}_{name}", 0.0, step[None, :] ** (1.0 - w), shape=(U, K - 1))
     inc = step[None, :] ** w * raw
@@ -302,7 +301,8 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
                else pt.constant(float(overdispersion)))
         kappa = pm.Deterministic("concentration", 1.0 / phi**2)
         par = np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else np.zeros(hier.n_units(0), np.int64)
-        theta_leaf = theta[par]
+        base = theta[par]                        # the lowest level's parents' log profiles
+        theta_leaf = base
         walk = None
         if axis is not None:
             walk = _smooth_departures(hier, axis, float(step_prior), est, walk_steps == "gibbs")
@@ -315,7 +315,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         observe("y", mech, x, observed=release.y)
         if walk is not None and walk_steps == "gibbs":
             _, step, raw, w, code = walk
-            register_walk(scales=step, increments=raw, prior_scale=float(step_prior), base=theta[par], kappa=kappa,
+            register_walk(scales=step, increments=raw, prior_scale=float(step_prior), base=base, kappa=kappa,
                           weights=w, latent=x, grid=hier.leaf_order(), code=code,
                           groups=np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else None)
     return model

@@ -32,7 +32,7 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
 from pytensor.graph.replace import graph_replace
 
-from .._special import A_SWITCH, stirling_correction
+from .._special import A_SWITCH, lgamma_ratio_series
 from ..lattice import MeasuredPairs, MoveCycle, PairMoves, measured_pair_sweeps
 from ..mechanisms import NoisyMeasurements
 from .registry import model_registry
@@ -84,9 +84,7 @@ def _lgamma_ratio(a, x):
     r""":math:`\log\Gamma(a + x) - \log\Gamma(a)` as a tensor, by Stirling's series for
     :math:`a \ge` :data:`privinfer._special.A_SWITCH` (accurate as the concentration grows
     without bound, where the direct difference loses digits and NUTS's energy with them)."""
-    ab = pt.maximum(a, A_SWITCH)
-    series = ((ab - 0.5) * pt.log1p(x / ab) + x * pt.log(ab + x) - x
-              + stirling_correction(ab + x) - stirling_correction(ab))
+    series = lgamma_ratio_series(pt.maximum(a, A_SWITCH), x, pt.log1p, pt.log)
     return pt.switch(a >= A_SWITCH, series, pt.gammaln(a + x) - pt.gammaln(a))
 
 

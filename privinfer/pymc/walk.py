@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 import pytensor
-from pymc.blocking import RaveledVars
+from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.logprob.transforms import LogTransform
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
@@ -159,13 +159,12 @@ class WalkGibbs(ArrayStepShared):
         self.info = info
         shared = pm.make_shared_replacements(initial_point, vars, model)
         latent_v = model.rvs_to_values[model[info.latent]]
-        outs = model.replace_rvs_by_values([info.base, info.kappa, info.weights])
-        outs = graph_replace(outs, shared, strict=False)
-        self._inputs_fn = pytensor.function([], outs + [shared[latent_v]], on_unused_input="ignore",
-                                            **(compile_kwargs or {}))
-        w = np.asarray(self._inputs_fn()[2])
-        if np.any(w != 0):
+        base, kappa, w = graph_replace(model.replace_rvs_by_values([info.base, info.kappa, info.weights]), shared,
+                                       strict=False)
+        if np.any(np.asarray(w.eval()) != 0):
             raise ValueError("WalkGibbs needs the centred parametrization of the increments (non-centring weights 0)")
+        self._inputs_fn = pytensor.function([], [base, kappa, shared[latent_v]], on_unused_input="ignore",
+                                            **(compile_kwargs or {}))
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
     @classmethod
@@ -177,14 +176,10 @@ class WalkGibbs(ArrayStepShared):
         return Competence.INCOMPATIBLE
 
     def astep(self, q0: RaveledVars):
-        point = {}
-        start = 0
-        for name, shape, size, dtype in q0.point_map_info:
-            point[name] = np.array(q0.data[start:start + size], dtype=float).reshape(shape)
-            start += size
+        point = DictToArrayBijection.rmap(q0)
         sigma = np.exp(point[self._names[0]])
-        delta = point[self._names[1]]
-        base, kappa, w, x = self._inputs_fn()
+        delta = np.array(point[self._names[1]], dtype=float)
+        base, kappa, x = self._inputs_fn()
         info = self.info
         X = np.asarray(x, dtype=float)[info.grid]
         base = np.asarray(base, dtype=float)
@@ -208,6 +203,5 @@ class WalkGibbs(ArrayStepShared):
                                                           info.prior_scale, exponents=info.exponents)
         point[self._names[0]] = np.log(sigma)
         point[self._names[1]] = delta
-        data = np.concatenate([point[name].ravel() for name, *_ in q0.point_map_info]).astype(q0.data.dtype)
         stats = {"walk_accept": accepted / moves if moves else float("nan"), "walk_scale_evals": float(evals)}
-        return RaveledVars(data, q0.point_map_info), [stats]
+        return DictToArrayBijection.map(point), [stats]

@@ -38,7 +38,7 @@ the category shares :math:`P_{u,c} = \sum_{c(i) = c} p_{u,i}`.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import gammaln
+from scipy.special import gammaln, softmax
 from scipy.stats import geninvgauss
 
 from .._special import digamma_diff, lgamma_ratio
@@ -66,12 +66,6 @@ __all__ = ["empirical_increments", "walk_offsets", "unit_loglik", "unit_score_in
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "centred"]
 
 
-def _softmax(t):
-    t = t - t.max(axis=1, keepdims=True)
-    e = np.exp(t)
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def _tails(v):
     """``(U, K) -> (U, K-1)``: ``out[:, k] = sum_{c > k} v[:, c]``."""
     return np.cumsum(v[:, ::-1], axis=1)[:, ::-1][:, 1:]
@@ -86,7 +80,7 @@ def walk_offsets(eta, code):
 
 def unit_loglik(X, theta, kappa):
     r""":math:`\ell_u` of every unit (rows of ``X`` and ``theta``, ``(U, d)``)."""
-    a = kappa * _softmax(theta)
+    a = kappa * softmax(theta, axis=1)
     return lgamma_ratio(a, X).sum(axis=1)
 
 
@@ -94,7 +88,7 @@ def unit_score_info(X, theta, kappa, onehot):
     r"""Gradient of :math:`\ell_u` with respect to the unit's increments ``(U, K-1)`` and the
     Fisher-type information ``(U, K-1, K-1)`` (module docstring).  ``onehot`` ``(d, K)``: the
     cells' categories."""
-    p = _softmax(theta)
+    p = softmax(theta, axis=1)
     a = kappa * p
     ag = a * digamma_diff(a, X)
     grad_theta = ag - p * ag.sum(axis=1, keepdims=True)
@@ -117,7 +111,7 @@ def empirical_increments(X, base, code):
     K = int(np.max(code)) + 1
     onehot = np.eye(K)[np.asarray(code, dtype=np.int64)]
     C = X @ onehot + 0.5
-    B = _softmax(base) @ onehot
+    B = softmax(base, axis=1) @ onehot
     return np.diff(np.log(C) - np.log(B), axis=1)
 
 
