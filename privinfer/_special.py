@@ -45,7 +45,7 @@ _stirling_correction_scalar = numba.njit(cache=True)(stirling_correction)
 
 
 def lgamma_ratio_series(a, x, log1p, log):
-    """Stirling's series for :math:`\log\Gamma(a + x) - \log\Gamma(a)` (module docstring),
+    r"""Stirling's series for :math:`\log\Gamma(a + x) - \log\Gamma(a)` (module docstring),
     valid for ``a, a + x >= A_SWITCH``; ``log1p`` and ``log`` of the array library at hand (NumPy,
     PyTensor), so one formula serves both."""
     return (a - 0.5) * log1p(x / a) + x * log(a + x) - x + stirling_correction(a + x) - stirling_correction(a)

@@ -215,6 +215,71 @@ def test_partly_non_centred_scale_update_leaves_the_exact_conditional_invariant(
     assert _ks(other, grid, cdf) < ALPHA
 
 
+def _transport_reference(X, B, kappa):
+    """The approximation the transport update carries the increments along (one increment per
+    unit): the information q_u and the empirical fit e_u of every unit."""
+    onehot = np.eye(2)[CODE]
+    e = wk.empirical_increments(X, B, CODE)
+    _, Q = wk.unit_score_info(X, B + wk.walk_offsets(e, CODE), kappa, onehot)
+    return Q[:, 0, 0], e[:, 0]
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped):
+    # coordinates (zeta, nu) held fixed, written out for one increment per unit: with
+    # prec = q + sigma^-2, m = q e / prec (centred within the group), s = prec^-1/2,
+    #   eta = C m + s zeta - s (sum s zeta) / (sum s),  mean = nu sigma,  delta = eta + mean
+    # (no group: eta = delta = m + s zeta).  The density of lambda = log sigma from the model's
+    # parts: HalfNormal(sigma; s0) * sigma (log transform) * prod_u N(delta_u; 0, sigma^2)
+    # * |d(eta, mean)/d(zeta, nu)| (prod s * J / sum s * sigma) * prod_u L_u(eta_u)
+    rng = np.random.default_rng(11)
+    s0 = 0.5
+    X = np.stack([_case(kappa=2.5, n=n, seed=k)[0] for k, n in enumerate((6, 40, 15))])
+    base, kappa = _case()[1], 2.5
+    B = np.tile(base, (3, 1))
+    groups = np.zeros(3, dtype=np.int64) if grouped else None
+    q, e = _transport_reference(X, B, kappa)
+    zeta = np.array([0.9, -1.3, 0.4]) if grouped else np.array([1.1, -0.6, 0.3])
+    zeta = zeta - zeta.mean() if grouped else zeta
+    nu = 0.6
+    grid = np.linspace(-7, 2.5, 38001)
+    sg = np.exp(grid)[:, None]
+
+    def state(sg):
+        prec = q[None, :] + sg**-2
+        m = q * e / prec
+        s = prec**-0.5
+        if grouped:
+            m = m - m.mean(axis=1, keepdims=True)
+            eta = m + s * zeta - s * (s * zeta).sum(axis=1, keepdims=True) / s.sum(axis=1, keepdims=True)
+            jac = np.log(s).sum(axis=1) + np.log(3) - np.log(s.sum(axis=1)) + np.log(sg[:, 0])
+            return eta, eta + nu * sg, jac
+        eta = m + s * zeta
+        return eta, eta, np.log(s).sum(axis=1)
+
+    eta, delta, jac = state(sg)
+    logd = stats.halfnorm.logpdf(sg[:, 0], scale=s0) + grid + stats.norm.logpdf(delta, 0, sg).sum(axis=1) + jac
+    for u in range(3):
+        logd = logd + _unit_logl(X[u], base, kappa, eta[:, u])
+    n = 2500
+    lam0, cdf = _grid_draws(logd, grid, n, rng)
+    out = np.empty(n)
+    for j in range(n):
+        sigma = np.array([np.exp(lam0[j])])
+        _, start, _ = state(sigma[None, :])
+        new_sigma, new_delta, evals = wk.scale_update_transport(rng, X, B, start[0][:, None], groups, sigma, kappa,
+                                                                CODE, s0)
+        _, kept, _ = state(new_sigma[None, :])
+        assert np.allclose(new_delta[:, 0], kept[0])                     # the coordinates are kept
+        out[j] = np.log(new_sigma[0])
+    assert np.mean(out != lam0) > 0.9
+    assert _ks(out, grid, cdf) > ALPHA
+    # power: the non-centred update holds delta / sigma fixed instead, a different conditional
+    other = np.array([np.log(wk.scale_update_noncentred(rng, X, B, state(np.exp([[l]]))[1][0][:, None], groups,
+                                                        np.exp([l]), kappa, CODE, s0)[0][0]) for l in lam0])
+    assert _ks(other, grid, cdf) < ALPHA
+
+
 def test_sibling_pairs_is_a_matching_within_groups():
     rng = np.random.default_rng(0)
     groups = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 3])

@@ -18,10 +18,13 @@ One iteration:
 2. every sibling group's mean raw increment redrawn from its exact conditional, the prior
    :math:`N(0, \sigma^2/J)` (the cells see the centred increments only);
 3. the step scales drawn from their exact conditional given the raw increments, a generalized
-   inverse Gaussian (the centred update), then moved with :math:`\delta/\sigma^{w}` held
-   fixed (the partially non-centred update, slice sampling of each :math:`\log\sigma_k`,
-   exponents ``w`` from the release): the interweaving of Yu and Meng (2011),
-   which mixes whether the cells pin the increments down (large units) or not (small ones).
+   inverse Gaussian (the centred update), then each :math:`\log\sigma_k` slice sampled with
+   the increments carried along the Gaussian approximation of their conditional
+   (``scale_update="transport"``, :func:`~privinfer.pymc.walk_kernel.scale_update_transport`:
+   units the cells pin down stay, the others are rescaled) or with :math:`\delta/\sigma^{w}`
+   held fixed (``"noncentred"``, exponents ``w`` given to :func:`register_walk`, default 1):
+   the interweaving of Yu and Meng (2011), which mixes whether the cells pin the increments
+   down (large units) or not (small ones).
 
 Why.  Given the cells, the units' departures are conditionally independent (up to the
 centring), each informed by thousands of people: a blocked update per unit pair costs a few
@@ -44,7 +47,7 @@ from pytensor.graph.replace import graph_replace
 
 from .registry import WalkInfo, model_registry
 from .walk_kernel import (centred, move_update, refresh_group_means, scale_draw, scale_update_noncentred,
-                          sibling_pairs)
+                          scale_update_transport, sibling_pairs)
 
 __all__ = ["WalkGibbs", "register_walk"]
 
@@ -135,6 +138,11 @@ class WalkGibbs(ArrayStepShared):
         the walk's step scales and increments (default: the model's registered walk).
     rounds
         random matchings (pair moves of every unit) per iteration (default 2).
+    scale_update
+        the scales' second update: ``"transport"`` (default) or ``"noncentred"`` (module
+        docstring).  On four Kentucky counties' tracts, at a posterior draw with everything
+        else held, transport gave the 22 step scales a bulk ESS of min 54 / median 181 per
+        1,200 iterations against 43 / 140, for 25% more evaluations.
     model, initial_point, rng, blocked, compile_kwargs
         as for PyMC step methods.
     """
@@ -143,13 +151,18 @@ class WalkGibbs(ArrayStepShared):
     default_blocked = True
     stats_dtypes_shapes = {"walk_accept": (np.float64, []), "walk_scale_evals": (np.float64, [])}
 
-    def __init__(self, vars=None, rounds: int = 2, model=None, initial_point=None, rng=None, blocked: bool = True,
+    def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", model=None, initial_point=None, rng=None, blocked: bool = True,
                  compile_kwargs=None):
         model = pm.modelcontext(model)
         info = _walk_info(model, vars)
         if int(rounds) != rounds or rounds < 1:
             raise ValueError("rounds must be an integer >= 1")
         self.rounds = int(rounds)
+        if scale_update not in ("transport", "noncentred"):
+            raise ValueError("scale_update must be 'transport' or 'noncentred'")
+        if scale_update == "transport" and info.exponents is not None:
+            raise ValueError("the walk's non-centring exponents apply to scale_update='noncentred' only")
+        self.scale_update = scale_update
         if initial_point is None:
             initial_point = model.initial_point()
         scales_v = model.rvs_to_values[model[info.scales]]
@@ -199,7 +212,11 @@ class WalkGibbs(ArrayStepShared):
         if groups is not None:
             delta = refresh_group_means(self.rng, delta, groups, sigma)
         sigma = scale_draw(self.rng, delta, info.prior_scale)
-        sigma, delta, evals = scale_update_noncentred(self.rng, X, base, delta, groups, sigma, kappa, info.code,
+        if self.scale_update == "transport":
+            sigma, delta, evals = scale_update_transport(self.rng, X, base, delta, groups, sigma, kappa, info.code,
+                                                         info.prior_scale)
+        else:
+            sigma, delta, evals = scale_update_noncentred(self.rng, X, base, delta, groups, sigma, kappa, info.code,
                                                           info.prior_scale, exponents=info.exponents)
         point[self._names[0]] = np.log(sigma)
         point[self._names[1]] = delta
