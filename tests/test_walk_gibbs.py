@@ -215,69 +215,112 @@ def test_partly_non_centred_scale_update_leaves_the_exact_conditional_invariant(
     assert _ks(other, grid, cdf) < ALPHA
 
 
-def _transport_reference(X, B, kappa):
-    """The approximation the transport update carries the increments along (one increment per
-    unit): the information q_u and the empirical fit e_u of every unit."""
-    onehot = np.eye(2)[CODE]
-    e = wk.empirical_increments(X, B, CODE)
-    _, Q = wk.unit_score_info(X, B + wk.walk_offsets(e, CODE), kappa, onehot)
-    return Q[:, 0, 0], e[:, 0]
+def _transport_state(lam, X, B, kappa, code, grouped, xi, nu):
+    """The transport update's coordinates written out (its docstring) for one sibling group of
+    all units (or none), at log scales ``lam`` ``(n, K-1)`` on a grid: returns the centred
+    increments ``(n, U, K-1)``, the raw ones and the log Jacobian ``(n,)``."""
+    K1 = lam.shape[1]
+    onehot = np.eye(K1 + 1)[code]
+    e = wk.empirical_increments(X, B, code)
+    _, Q = wk.unit_score_info(X, B + wk.walk_offsets(e, code), kappa, onehot)
+    U = X.shape[0]
+    if grouped:
+        Q = np.broadcast_to(Q.mean(axis=0), Q.shape)
+        e = e - e.mean(axis=0)
+    P = Q[None] + np.eye(K1)[None, None] * np.exp(-2 * lam)[:, None, None, :]      # (n, U, K1, K1)
+    R = np.linalg.cholesky(P)
+    eta = (np.einsum("uk,nukl->nul", e, Q[None] @ np.linalg.inv(P))
+           + np.einsum("uk,nukl->nul", xi, np.linalg.inv(R)))
+    logdet = np.log(np.diagonal(R, axis1=2, axis2=3)).sum(axis=2)                   # (n, U)
+    if grouped:
+        jac = -(U - 1) * logdet[:, 0] + lam.sum(axis=1)
+        return eta, eta + nu[None, None, :] * np.exp(lam)[:, None, :], jac
+    return eta, eta, -logdet.sum(axis=1)
+
+
+def _transport_logd(lam, X, B, kappa, code, grouped, xi, nu, s0):
+    eta, delta, jac = _transport_state(lam, X, B, kappa, code, grouped, xi, nu)
+    sg = np.exp(lam)
+    logd = (stats.halfnorm.logpdf(sg, scale=s0).sum(axis=1) + lam.sum(axis=1) + jac
+            + stats.norm.logpdf(delta, 0, sg[:, None, :]).sum(axis=(1, 2)))
+    for u in range(X.shape[0]):
+        th = B[u][None, :] + wk.walk_offsets(eta[:, u], code)
+        logd = logd + wk.unit_loglik(np.broadcast_to(X[u], th.shape), th, kappa)
+    return logd
 
 
 @pytest.mark.parametrize("grouped", [True, False])
 def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped):
-    # coordinates (zeta, nu) held fixed, written out for one increment per unit: with
-    # prec = q + sigma^-2, m = q e / prec (centred within the group), s = prec^-1/2,
-    #   eta = C m + s zeta - s (sum s zeta) / (sum s),  mean = nu sigma,  delta = eta + mean
-    # (no group: eta = delta = m + s zeta).  The density of lambda = log sigma from the model's
-    # parts: HalfNormal(sigma; s0) * sigma (log transform) * prod_u N(delta_u; 0, sigma^2)
-    # * |d(eta, mean)/d(zeta, nu)| (prod s * J / sum s * sigma) * prod_u L_u(eta_u)
+    # coordinates (xi, nu) held fixed; the density of lambda = log sigma from the model's parts:
+    # HalfNormal(sigma; s0) * sigma (log transform) * prod_u N(delta_u; 0, sigma^2) * the
+    # Jacobian of (xi, nu) -> (eta, mean) * prod_u L_u(eta_u)
     rng = np.random.default_rng(11)
     s0 = 0.5
-    X = np.stack([_case(kappa=2.5, n=n, seed=k)[0] for k, n in enumerate((6, 40, 15))])
-    base, kappa = _case()[1], 2.5
+    # cells informative enough (kappa 40: up to 20 effective people per unit) that holding
+    # delta / sigma fixed instead is a detectably different conditional (the power check)
+    X = np.stack([_case(n=n, seed=k)[0] for k, n in enumerate((6, 40, 15))])
+    base, kappa = _case()[1], 40.0
     B = np.tile(base, (3, 1))
     groups = np.zeros(3, dtype=np.int64) if grouped else None
-    q, e = _transport_reference(X, B, kappa)
-    zeta = np.array([0.9, -1.3, 0.4]) if grouped else np.array([1.1, -0.6, 0.3])
-    zeta = zeta - zeta.mean() if grouped else zeta
-    nu = 0.6
+    xi = np.array([[0.9], [-1.3], [0.4]])
+    xi = xi - xi.mean() if grouped else xi
+    nu = np.array([0.6])
     grid = np.linspace(-7, 2.5, 38001)
-    sg = np.exp(grid)[:, None]
-
-    def state(sg):
-        prec = q[None, :] + sg**-2
-        m = q * e / prec
-        s = prec**-0.5
-        if grouped:
-            m = m - m.mean(axis=1, keepdims=True)
-            eta = m + s * zeta - s * (s * zeta).sum(axis=1, keepdims=True) / s.sum(axis=1, keepdims=True)
-            jac = np.log(s).sum(axis=1) + np.log(3) - np.log(s.sum(axis=1)) + np.log(sg[:, 0])
-            return eta, eta + nu * sg, jac
-        eta = m + s * zeta
-        return eta, eta, np.log(s).sum(axis=1)
-
-    eta, delta, jac = state(sg)
-    logd = stats.halfnorm.logpdf(sg[:, 0], scale=s0) + grid + stats.norm.logpdf(delta, 0, sg).sum(axis=1) + jac
-    for u in range(3):
-        logd = logd + _unit_logl(X[u], base, kappa, eta[:, u])
+    logd = _transport_logd(grid[:, None], X, B, kappa, CODE, grouped, xi, nu, s0)
     n = 2500
     lam0, cdf = _grid_draws(logd, grid, n, rng)
     out = np.empty(n)
     for j in range(n):
         sigma = np.array([np.exp(lam0[j])])
-        _, start, _ = state(sigma[None, :])
-        new_sigma, new_delta, evals = wk.scale_update_transport(rng, X, B, start[0][:, None], groups, sigma, kappa,
-                                                                CODE, s0)
-        _, kept, _ = state(new_sigma[None, :])
-        assert np.allclose(new_delta[:, 0], kept[0])                     # the coordinates are kept
+        start = _transport_state(np.log(sigma)[None], X, B, kappa, CODE, grouped, xi, nu)[1][0]
+        new_sigma, new_delta, evals = wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, CODE, s0)
+        kept = _transport_state(np.log(new_sigma)[None], X, B, kappa, CODE, grouped, xi, nu)[1][0]
+        assert np.allclose(new_delta, kept)                               # the coordinates are kept
         out[j] = np.log(new_sigma[0])
     assert np.mean(out != lam0) > 0.9
     assert _ks(out, grid, cdf) > ALPHA
     # power: the non-centred update holds delta / sigma fixed instead, a different conditional
-    other = np.array([np.log(wk.scale_update_noncentred(rng, X, B, state(np.exp([[l]]))[1][0][:, None], groups,
-                                                        np.exp([l]), kappa, CODE, s0)[0][0]) for l in lam0])
+    other = np.array([np.log(wk.scale_update_noncentred(
+        rng, X, B, _transport_state(np.array([[l]]), X, B, kappa, CODE, grouped, xi, nu)[1][0], groups,
+        np.exp([l]), kappa, CODE, s0)[0][0]) for l in lam0])
     assert _ks(other, grid, cdf) < ALPHA
+
+
+def test_transport_scale_update_moves_two_scales_jointly_and_exactly():
+    # two increments per unit (three age groups), one sibling group: the update slice samples
+    # both log scales in turn, so it leaves their joint conditional (2-D quadrature) invariant;
+    # KS tests of both margins (level ALPHA / 2 each)
+    rng = np.random.default_rng(12)
+    code = np.array([0, 1, 2, 0, 1, 2])
+    s0, kappa = 0.5, 4.0
+    X = np.stack([rng.multinomial(n, np.full(6, 1 / 6)).astype(float) for n in (9, 30, 14)])
+    B = np.tile(np.array([0.1, -0.2, 0.3, 0.0, 0.2, -0.1]), (3, 1))
+    xi = np.array([[0.8, -0.5], [-1.1, 0.9], [0.3, -0.4]])
+    xi = xi - xi.mean(axis=0)
+    nu = np.array([0.5, -0.7])
+    g = np.linspace(-6, 2.0, 801)
+    L0, L1 = np.meshgrid(g, g, indexing="ij")
+    lam = np.stack([L0.ravel(), L1.ravel()], axis=1)
+    logd = _transport_logd(lam, X, B, kappa, code, True, xi, nu, s0)
+    p = np.exp(logd - logd.max())
+    p /= p.sum()
+    n = 2000
+    h = g[1] - g[0]
+    pick = rng.choice(p.size, size=n, p=p)
+    lam0 = lam[pick] + (rng.random((n, 2)) - 0.5) * h                 # uniform within the cell
+    groups = np.zeros(3, dtype=np.int64)
+    out = np.empty((n, 2))
+    for j in range(n):
+        sigma = np.exp(lam0[j])
+        start = _transport_state(lam0[j][None], X, B, kappa, code, True, xi, nu)[1][0]
+        out[j] = np.log(wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, code, s0)[0])
+    for k in range(2):
+        marg = p.reshape(g.size, g.size).sum(axis=1 - k)
+        edges = np.r_[g - h / 2, g[-1] + h / 2]
+        cdf = np.r_[0.0, np.cumsum(marg)]
+        assert stats.kstest(out[:, k], lambda v: np.interp(v, edges, cdf)).pvalue > ALPHA / 2
+        # the draws moved: the update is not the identity
+        assert np.mean(np.abs(out[:, k] - lam0[:, k]) > 1e-12) > 0.9
 
 
 def test_sibling_pairs_is_a_matching_within_groups():

@@ -337,118 +337,104 @@ def _slice_coordinate(rng, target, lam, k, f):
             right = v
 
 
-def _group_sums(v, groups, n_groups):
-    return np.bincount(groups, weights=v, minlength=n_groups)
-
-
 def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float):
     r"""The step scales' update along the increments' conditional: each :math:`\lambda_k =
-    \log\sigma_k` in turn drawn by slice sampling with the column :math:`\eta_{\cdot,k}` carried
-    along the Gaussian approximation of its conditional given :math:`\sigma_k`.
+    \log\sigma_k` in turn drawn by slice sampling with every unit's increments carried along the
+    Gaussian approximation of their conditional given :math:`\sigma`.
 
-    The approximation.  The cells inform unit ``u``'s centred increment :math:`\eta_{u,k}` like a
-    Gaussian observation with precision :math:`q_u` and mean :math:`\mu_u`: the Fisher-type
-    information (:func:`unit_score_info`) at the unit's empirical fit
-    (:func:`empirical_increments` ``e_u``), and the fit's value given the unit's other
-    increments, :math:`\mu_u = e_{u,k} - \sum_{l 
-e k} Q_{u,kl}(\eta_{u,l} - e_{u,l})/Q_{u,kk}`.
-    With the prior :math:`N(0, \sigma_k^2)`, :math:`\eta_{u,k}` has the approximate conditional
-    mean and sd :math:`m_u(\sigma) = q_u\mu_u/(q_u + \sigma^{-2})`, :math:`s_u(\sigma) = (q_u +
-    \sigma^{-2})^{-1/2}`.  Neither depends on the column being moved, only on the cells, the
-    base profile and the other columns.
+    The approximation.  The cells inform unit ``u``'s centred increments :math:`\eta_u` like a
+    Gaussian observation of precision :math:`Q_u` with mean :math:`e_u`: the Fisher-type
+    information (:func:`unit_score_info`) at the unit's empirical fit ``e_u``
+    (:func:`empirical_increments`).  Within a sibling group ``g`` (``J`` units, centring ``C``)
+    take the group's mean information :math:`\bar Q_g`.  The group's centred increments
+    :math:`\eta_g` (``J x (K-1)``, columns summing to 0) have the prior :math:`N(0,
+    \sigma_k^2)` on ``J - 1`` orthonormal contrasts per column, so approximately
 
-    The coordinates.  Within each sibling group ``g`` (``J`` units, centring ``C = I -
-    11'/J``, ``S = diag(s)``) the centred column and the group's mean raw increment
-    :math:`ar\delta_g` are written
+    .. math:: \eta_g \approx (C e_g)\,\bar Q_g P_g^{-1} + \Xi\, R_g^{-1},\qquad
+              P_g = \bar Q_g + \mathrm{diag}(\sigma^{-2}) = R_g R_g^\top,
 
-    .. math:: \eta_g = C m + S\zeta - S1\,rac{1'S\zeta}{1'S1},\qquad ar\delta_g = 
-u_g\sigma,
-              \qquad \zeta = C S^{-1}(\eta_g - C m),\ 1'\zeta = 0,
+    with :math:`\Xi` centred and standard normal on its contrasts.  The coordinates.  Hold
+    :math:`\Xi_g = (\eta_g - (C e_g)\bar Q_g P_g^{-1}) R_g` (centred, since the maps act on the
+    columns and ``C`` on the rows) and :math:`\nu_g = \bar\delta_g/\sigma` (the group's mean raw
+    increment, informed by the prior only) fixed: a bijection for every :math:`\sigma`, with
+    Jacobian :math:`|R_g|^{-(J-1)}\prod_k\sigma_k`.  Slice sampling :math:`\lambda_k` from
 
-    a bijection of the sum-zero plane for every :math:`\sigma` (the oblique projection of
-    :math:`S\zeta` along :math:`S1`), with Jacobian :math:`\prod_u s_u \cdot J / \sum_u s_u`
-    on the plane and :math:`\sigma` for the mean.  Holding :math:`(\zeta, 
-u)` fixed and
-    slice sampling :math:`\lambda_k` from
-
-    .. math:: F(\lambda) = -rac{\sigma^2}{2s^2} + \lambda + \sum_u\Big[-rac{\delta_{u,k}^2}
-              {2\sigma^2} - \lambda\Big] + \sum_g\Big[\sum_{u \in g}\log s_u + \log J_g -
-              \log\sum_{u \in g}s_u + \lambda\Big] + \sum_u \ell_u(\eta_u)
+    .. math:: F(\lambda) = -\frac{\lVert\sigma\rVert^2}{2s^2} + \sum_k\lambda_k
+              - \sum_{u,k}\Big[\frac{\delta_{u,k}^2}{2\sigma_k^2} + \lambda_k\Big]
+              + \sum_g\Big[\sum_k \lambda_k - (J_g - 1)\log|R_g|\Big] + \sum_u\ell_u(\eta_u)
 
     is an exact Gibbs update in those coordinates whatever the approximation's quality.  When it
-    is good, the column moves with :math:`\sigma` the way its conditional does -- units the
-    cells pin down stay put (``q`` large: the centred parametrization), units they do not are
-    rescaled (``q`` small: the non-centred one), and ``F`` is close to :math:`\sigma`'s
-    marginal -- the data-driven partial non-centring of Papaspiliopoulos, Roberts and Skold
-    (2007) with a location shift.  Without groups (no centring) :math:`\eta = m + S\zeta`.
-    Returns the new scales and raw increments and the number of evaluations of ``F``."""
+    is good, a change of :math:`\sigma_k` moves every unit's increments the way their
+    conditional does: the units the cells pin down stay, the others are rescaled (the
+    data-driven partial non-centring of Papaspiliopoulos, Roberts and Skold 2007, with a
+    location shift), and the neighbouring increments of a walk, which the cells identify
+    only through their sums, move together -- ``F`` is then close to :math:`\sigma`'s marginal.
+    Without groups (no centring) every unit is its own group with its own :math:`Q_u`, ``J - 1``
+    replaced by 1 and no mean.  Returns the new scales and raw increments and the number of
+    evaluations of ``F``."""
     U, K1 = delta.shape
     onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
     e = empirical_increments(X, base, code)
     _, Q = unit_score_info(X, base + walk_offsets(e, code), kappa, onehot)
     s2 = float(prior_scale) ** 2
     if groups is None:
-        n_groups, J = U, None
-        mean = np.zeros(K1)[None, :]
+        gidx, G = np.arange(U), U
+        contrasts = np.ones(U)
+        Qg, ec, mean = Q, e, None
     else:
-        n_groups = int(groups.max()) + 1
-        J = np.bincount(groups, minlength=n_groups).astype(float)
-        mean = np.stack([_group_sums(delta[:, k], groups, n_groups) for k in range(K1)], axis=1) / J[:, None]
-    eta = delta - (mean[groups] if groups is not None else 0.0)
+        gidx = np.asarray(groups, dtype=np.int64)
+        G = int(gidx.max()) + 1
+        J = np.bincount(gidx, minlength=G).astype(float)
+        contrasts = J - 1.0
+        Qg = np.zeros((G, K1, K1))
+        np.add.at(Qg, gidx, Q)
+        Qg /= J[:, None, None]
+        ec = centred(e, gidx)
+        mean = np.zeros((G, K1))
+        np.add.at(mean, gidx, delta)
+        mean /= J[:, None]
+    eye = np.eye(K1)
+
+    def parts(lam):
+        P = Qg + eye * np.exp(-2.0 * lam)[None, :]
+        R = np.linalg.cholesky(P)
+        Rinv = np.linalg.inv(R)
+        shift = np.einsum("uk,ukl->ul", ec, (Qg @ np.linalg.inv(P))[gidx])
+        logdet = np.log(np.diagonal(R, axis1=1, axis2=2)).sum(axis=1)
+        return shift, Rinv, R, logdet
+
     lam = np.log(np.asarray(sigma, dtype=float)).copy()
-    evals = 0
+    eta = delta - mean[gidx] if mean is not None else np.array(delta, dtype=float)
+    shift, _, R, _ = parts(lam)
+    xi = np.einsum("uk,ukl->ul", eta - shift, R[gidx])
+    nu = mean / np.exp(lam)[None, :] if mean is not None else None
+
+    def state(lv):
+        shift, Rinv, _, logdet = parts(lv)
+        et = shift + np.einsum("uk,ukl->ul", xi, Rinv[gidx])
+        jac = -(contrasts * logdet).sum()
+        if nu is None:
+            return et, et, jac
+        return et, et + (nu * np.exp(lv)[None, :])[gidx], jac + G * lv.sum()
+
+    def target(lv):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            try:
+                et, d, jac = state(lv)
+            except np.linalg.LinAlgError:
+                return -np.inf
+            sg = np.exp(lv)
+            f = (unit_loglik(X, base + walk_offsets(et, code), kappa).sum() - (sg * sg).sum() / (2 * s2) + lv.sum()
+                 - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
+        return f if np.isfinite(f) else -np.inf
+
+    f = target(lam)
+    evals = 1
     for k in rng.permutation(K1):
-        q = np.maximum(Q[:, k, k], 0.0)
-        other = np.delete(np.arange(K1), k)
-        mu = e[:, k] - np.einsum("ul,ul->u", Q[:, k, other], eta[:, other] - e[:, other]) / np.where(q > 0, q, 1.0)
-        mu = np.where(q > 0, mu, 0.0)
-
-        def approx(l):
-            prec = q + np.exp(-2.0 * l)
-            m = q * mu / prec
-            if groups is not None:
-                m = m - (_group_sums(m, groups, n_groups) / J)[groups]
-            return m, 1.0 / np.sqrt(prec)
-
-        m0, s0 = approx(lam[k])
-        if groups is None:
-            zeta = (eta[:, k] - m0) / s0
-            nu = None
-        else:
-            y = (eta[:, k] - m0) / s0
-            zeta = y - (_group_sums(y, groups, n_groups) / J)[groups]
-            nu = mean[:, k] / np.exp(lam[k])
-
-        def column(l):
-            m, s = approx(l)
-            if groups is None:
-                return m + s * zeta, np.log(s).sum(), m + s * zeta
-            sz = s * zeta
-            ssum = _group_sums(s, groups, n_groups)
-            et = m + sz - s * (_group_sums(sz, groups, n_groups) / ssum)[groups]
-            jac = np.log(s).sum() + np.log(J).sum() - np.log(ssum).sum() + n_groups * l
-            return et, jac, et + (nu * np.exp(l))[groups]
-
-        def target(lv):
-            l = lv[k]
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                et, jac, d = column(l)
-                eta_try = eta.copy()
-                eta_try[:, k] = et
-                sg = np.exp(l)
-                f = (unit_loglik(X, base + walk_offsets(eta_try, code), kappa).sum() - sg * sg / (2 * s2) + l
-                     - (d * d).sum() / (2 * sg * sg) - U * l + jac)
-            return f if np.isfinite(f) else -np.inf
-
-        f = target(lam)
         lam, f, n = _slice_coordinate(rng, target, lam, k, f)
-        evals += n + 1
-        et, _, d = column(lam[k])
-        eta[:, k] = et
-        if groups is not None:
-            mean[:, k] = nu * np.exp(lam[k])
-    sigma_new = np.exp(lam)
-    return sigma_new, eta + (mean[groups] if groups is not None else 0.0), evals
+        evals += n
+    _, d, _ = state(lam)
+    return np.exp(lam), d, evals
 
 
 def scale_draw(rng, delta, prior_scale: float):
