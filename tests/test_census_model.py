@@ -90,6 +90,25 @@ def test_plain_sample_assigns_walk_gibbs_to_the_walk():
         hierarchy_model(rel, walk_steps="slice")
 
 
+def test_walk_gibbs_tunes_its_slice_widths_during_warm_up_only():
+    from privinfer.pymc.walk_kernel import SLICE_WIDTH
+
+    f, rel = small_release()
+    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
+    with model:
+        walk = WalkGibbs()
+        pm.sample(draws=6, tune=8, chains=1, cores=1, step=[walk], random_seed=4, progressbar=False,
+                  compute_convergence_checks=False)
+    assert walk.n_tunes == 8 and not walk.tune
+    assert walk.width.shape == (2,) and np.all(walk.width > 0) and np.all(walk.width != SLICE_WIDTH)
+    frozen = walk.width.copy()
+    point = model.initial_point()
+    walk.step(point)                       # after warm-up the widths are constants of the chain
+    np.testing.assert_array_equal(walk.width, frozen)
+    walk.reset_tuning()
+    assert walk.n_tunes == 0 and np.all(walk.width == SLICE_WIDTH)
+
+
 @pytest.mark.parametrize("walk_steps", ["gibbs", "nuts"])
 def test_smooth_departures_enter_the_prior_as_written(walk_steps):
     # alpha of every cell = kappa softmax(theta_county + r_tract,age) with r the random walk

@@ -224,8 +224,8 @@ def _transport_state(lam, X, B, kappa, code, grouped, xi, nu):
     e = wk.empirical_increments(X, B, code)
     _, Q = wk.unit_score_info(X, B + wk.walk_offsets(e, code), kappa, onehot)
     U = X.shape[0]
+    Q = np.broadcast_to(Q.mean(axis=0), Q.shape)                       # the units' mean information
     if grouped:
-        Q = np.broadcast_to(Q.mean(axis=0), Q.shape)
         e = e - e.mean(axis=0)
     P = Q[None] + np.eye(K1)[None, None] * np.exp(-2 * lam)[:, None, None, :]      # (n, U, K1, K1)
     R = np.linalg.cholesky(P)

@@ -43,11 +43,12 @@ import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.logprob.transforms import LogTransform
 from pymc.step_methods.arraystep import ArrayStepShared
-from pymc.step_methods.compound import Competence
+from pymc.step_methods.compound import Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
 from pytensor.graph.replace import graph_replace
 
 from .registry import WalkInfo, model_registry
-from .walk_kernel import (centred, move_update, refresh_group_means, scale_draw, scale_update_noncentred,
+from .walk_kernel import (SLICE_WIDTH, centred, move_update, refresh_group_means, scale_draw, scale_update_noncentred,
                           scale_update_transport, sibling_pairs)
 
 __all__ = ["WalkGibbs", "register_walk"]
@@ -129,6 +130,13 @@ def _walk_info(model, vars):
     return info
 
 
+@dataclass_state
+class WalkGibbsState(StepMethodState):
+    width: np.ndarray
+    tune: bool
+    n_tunes: float
+
+
 class WalkGibbs(ArrayStepShared):
     r"""Blocked Gibbs updates of a registered walk's increments and step scales (module
     docstring).
@@ -147,9 +155,16 @@ class WalkGibbs(ArrayStepShared):
         iteration).
     model, initial_point, rng, blocked, compile_kwargs
         as for PyMC step methods.
+
+    Tuning.  During warm-up only (``pm.sample``'s ``tune`` iterations), each log scale's slice
+    width is set to twice the running mean of its moves' sizes (from
+    :data:`~privinfer.pymc.walk_kernel.SLICE_WIDTH`), so that stepping out and shrinking take few
+    evaluations once the scales are pinned down; afterwards the widths are constants of the
+    chain, which keeps every iteration an exact update.
     """
 
     name = "walk_gibbs"
+    _state_class = WalkGibbsState
     default_blocked = True
     stats_dtypes_shapes = {"walk_accept": (np.float64, []), "walk_scale_evals": (np.float64, [])}
 
@@ -165,6 +180,8 @@ class WalkGibbs(ArrayStepShared):
         if scale_update == "transport" and info.exponents is not None:
             raise ValueError("the walk's non-centring exponents apply to scale_update='noncentred' only")
         self.scale_update = scale_update
+        self.tune = True
+        self.n_tunes = 0.0
         if initial_point is None:
             initial_point = model.initial_point()
         scales_v = model.rvs_to_values[model[info.scales]]
@@ -180,7 +197,13 @@ class WalkGibbs(ArrayStepShared):
             raise ValueError("WalkGibbs needs the centred parametrization of the increments (non-centring weights 0)")
         self._inputs_fn = pytensor.function([], [base, kappa, shared[latent_v]], on_unused_input="ignore",
                                             **(compile_kwargs or {}))
+        K1 = int(np.asarray(initial_point[scales_v.name]).size)
+        self.width = np.full(K1, SLICE_WIDTH)
         super().__init__(vars, shared, blocked=blocked, rng=rng)
+
+    def reset_tuning(self):
+        self.width = np.full(self.width.size, SLICE_WIDTH)
+        self.n_tunes = 0.0
 
     @classmethod
     def competence(cls, var, has_grad):
@@ -214,12 +237,18 @@ class WalkGibbs(ArrayStepShared):
         if groups is not None:
             delta = refresh_group_means(self.rng, delta, groups, sigma)
         sigma = scale_draw(self.rng, delta, info.prior_scale)
+        before = np.log(sigma)
         if self.scale_update == "transport":
             sigma, delta, evals = scale_update_transport(self.rng, X, base, delta, groups, sigma, kappa, info.code,
-                                                         info.prior_scale)
+                                                         info.prior_scale, width=self.width)
         else:
             sigma, delta, evals = scale_update_noncentred(self.rng, X, base, delta, groups, sigma, kappa, info.code,
-                                                          info.prior_scale, exponents=info.exponents)
+                                                          info.prior_scale, exponents=info.exponents,
+                                                          width=self.width)
+        if self.tune:
+            moved = np.clip(2.0 * np.abs(np.log(sigma) - before), 1e-3, SLICE_WIDTH * 4)
+            self.width = (self.width * self.n_tunes + moved) / (self.n_tunes + 1.0)
+            self.n_tunes += 1.0
         point[self._names[0]] = np.log(sigma)
         point[self._names[1]] = delta
         stats = {"walk_accept": accepted / moves if moves else float("nan"), "walk_scale_evals": float(evals)}

@@ -256,7 +256,8 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code):
     return accept
 
 
-def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None):
+def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None,
+                            width=SLICE_WIDTH):
     r"""The step scales' update in (partially) non-centred coordinates: with exponents
     :math:`w_{u,k} \in [0, 1]` (default 1), the coordinates :math:`\tilde\epsilon_{u,k} =
     \delta_{u,k} / \sigma_k^{w_{u,k}}` held fixed and each :math:`\lambda_k = \log\sigma_k` in
@@ -294,20 +295,21 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
     lam = np.log(sigma)
     f = target(lam)
     evals = 1
+    widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
     for k in rng.permutation(lam.size):
-        lam, f, n = _slice_coordinate(rng, target, lam, k, f)
+        lam, f, n = _slice_coordinate(rng, target, lam, k, f, widths[k])
         evals += n
     sigma_new = np.exp(lam)
     return sigma_new, eps * sigma_new[None, :] ** W, evals
 
 
-def _slice_coordinate(rng, target, lam, k, f):
-    """One slice-sampling update (Neal 2003: stepping out from width :data:`SLICE_WIDTH`, then
-    shrinkage) of coordinate ``k`` of ``lam`` under the log density ``target`` (``f`` its
-    value at ``lam``).  Returns the new point, its log density and the number of evaluations."""
+def _slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
+    """One slice-sampling update (Neal 2003: stepping out from ``width``, then shrinkage) of
+    coordinate ``k`` of ``lam`` under the log density ``target`` (``f`` its value at ``lam``).
+    Returns the new point, its log density and the number of evaluations."""
     level = f + np.log(rng.random())
-    left = lam[k] - SLICE_WIDTH * rng.random()
-    right = left + SLICE_WIDTH
+    left = lam[k] - width * rng.random()
+    right = left + width
     evals = 0
 
     def at(v):
@@ -319,12 +321,12 @@ def _slice_coordinate(rng, target, lam, k, f):
         evals += 1
         if target(at(left)) <= level:
             break
-        left -= SLICE_WIDTH
+        left -= width
     for _ in range(SLICE_MAX_OUT):
         evals += 1
         if target(at(right)) <= level:
             break
-        right += SLICE_WIDTH
+        right += width
     while True:
         v = left + (right - left) * rng.random()
         fv = target(at(v))
@@ -337,85 +339,80 @@ def _slice_coordinate(rng, target, lam, k, f):
             right = v
 
 
-def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float):
+def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, width=SLICE_WIDTH):
     r"""The step scales' update along the increments' conditional: each :math:`\lambda_k =
     \log\sigma_k` in turn drawn by slice sampling with every unit's increments carried along the
     Gaussian approximation of their conditional given :math:`\sigma`.
 
     The approximation.  The cells inform unit ``u``'s centred increments :math:`\eta_u` like a
-    Gaussian observation of precision :math:`Q_u` with mean :math:`e_u`: the Fisher-type
-    information (:func:`unit_score_info`) at the unit's empirical fit ``e_u``
-    (:func:`empirical_increments`).  Within a sibling group ``g`` (``J`` units, centring ``C``)
-    take the group's mean information :math:`\bar Q_g`.  The group's centred increments
-    :math:`\eta_g` (``J x (K-1)``, columns summing to 0) have the prior :math:`N(0,
-    \sigma_k^2)` on ``J - 1`` orthonormal contrasts per column, so approximately
+    Gaussian observation with mean :math:`e_u`, the unit's empirical fit
+    (:func:`empirical_increments`), and precision :math:`\bar Q`, the units' mean Fisher-type
+    information there (:func:`unit_score_info`; one matrix for all units keeps the update a
+    few ``(K-1) x (K-1)`` operations, and lowest-level census units are drawn to similar sizes).
+    A sibling group's centred increments :math:`\eta_g` (``J x (K-1)``, columns summing to 0)
+    have the prior :math:`N(0, \sigma_k^2)` on ``J - 1`` orthonormal contrasts per column, so
+    approximately
 
-    .. math:: \eta_g \approx (C e_g)\,\bar Q_g P_g^{-1} + \Xi\, R_g^{-1},\qquad
-              P_g = \bar Q_g + \mathrm{diag}(\sigma^{-2}) = R_g R_g^\top,
+    .. math:: \eta_g \approx (C e_g)\,\bar Q P^{-1} + \Xi_g R^{-1},\qquad
+              P = \bar Q + \mathrm{diag}(\sigma^{-2}) = R R^\top,
 
-    with :math:`\Xi` centred and standard normal on its contrasts.  The coordinates.  Hold
-    :math:`\Xi_g = (\eta_g - (C e_g)\bar Q_g P_g^{-1}) R_g` (centred, since the maps act on the
-    columns and ``C`` on the rows) and :math:`\nu_g = \bar\delta_g/\sigma` (the group's mean raw
-    increment, informed by the prior only) fixed: a bijection for every :math:`\sigma`, with
-    Jacobian :math:`|R_g|^{-(J-1)}\prod_k\sigma_k`.  Slice sampling :math:`\lambda_k` from
+    ``C`` the centring, :math:`\Xi_g` centred and standard normal on its contrasts.  The
+    coordinates.  Hold :math:`\Xi_g = (\eta_g - (C e_g)\bar Q P^{-1}) R` (centred, since the
+    maps act on the columns and ``C`` on the rows) and :math:`\nu_g = \bar\delta_g/\sigma` (the
+    group's mean raw increment, informed by the prior only) fixed: a bijection for every
+    :math:`\sigma`, with Jacobian :math:`|R|^{-(J_g-1)}\prod_k\sigma_k` per group.  Slice
+    sampling :math:`\lambda_k` from
 
     .. math:: F(\lambda) = -\frac{\lVert\sigma\rVert^2}{2s^2} + \sum_k\lambda_k
               - \sum_{u,k}\Big[\frac{\delta_{u,k}^2}{2\sigma_k^2} + \lambda_k\Big]
-              + \sum_g\Big[\sum_k \lambda_k - (J_g - 1)\log|R_g|\Big] + \sum_u\ell_u(\eta_u)
+              - (U - G)\log|R| + G\sum_k \lambda_k + \sum_u\ell_u(\eta_u)
 
-    is an exact Gibbs update in those coordinates whatever the approximation's quality.  When it
-    is good, a change of :math:`\sigma_k` moves every unit's increments the way their
-    conditional does: the units the cells pin down stay, the others are rescaled (the
-    data-driven partial non-centring of Papaspiliopoulos, Roberts and Skold 2007, with a
-    location shift), and the neighbouring increments of a walk, which the cells identify
-    only through their sums, move together -- ``F`` is then close to :math:`\sigma`'s marginal.
-    Without groups (no centring) every unit is its own group with its own :math:`Q_u`, ``J - 1``
-    replaced by 1 and no mean.  Returns the new scales and raw increments and the number of
-    evaluations of ``F``."""
+    (``U`` units in ``G`` groups) is an exact Gibbs update in those coordinates whatever the
+    approximation's quality.  When it is good, a change of :math:`\sigma_k` moves the increments
+    the way their conditional does: where the cells pin them down they stay, where they do not
+    they are rescaled (the data-driven partial non-centring of Papaspiliopoulos, Roberts and
+    Skold 2007, with a location shift), and the neighbouring increments of a walk, which the
+    cells identify only through their sums, move together -- ``F`` is then close to
+    :math:`\sigma`'s marginal.  Without groups (no centring) :math:`\eta_u = e_u\bar Q P^{-1} +
+    \Xi_u R^{-1}` with Jacobian :math:`|R|^{-U}`.  Returns the new scales and raw increments
+    and the number of evaluations of ``F``.  ``width``: the slice's initial width, one or one
+    per scale (a constant of the chain; :class:`~privinfer.pymc.WalkGibbs` tunes it during
+    warm-up only)."""
     U, K1 = delta.shape
     onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
     e = empirical_increments(X, base, code)
     _, Q = unit_score_info(X, base + walk_offsets(e, code), kappa, onehot)
+    Qbar = Q.mean(axis=0)
     s2 = float(prior_scale) ** 2
     if groups is None:
-        gidx, G = np.arange(U), U
-        contrasts = np.ones(U)
-        Qg, ec, mean = Q, e, None
+        G, contrasts, mean, gidx = 0, U, None, None
     else:
         gidx = np.asarray(groups, dtype=np.int64)
-        G = int(gidx.max()) + 1
-        J = np.bincount(gidx, minlength=G).astype(float)
-        contrasts = J - 1.0
-        Qg = np.zeros((G, K1, K1))
-        np.add.at(Qg, gidx, Q)
-        Qg /= J[:, None, None]
-        ec = centred(e, gidx)
-        mean = np.zeros((G, K1))
+        J = np.bincount(gidx).astype(float)
+        G = int(np.count_nonzero(J))
+        contrasts = U - G
+        e = centred(e, gidx)
+        mean = np.zeros((J.size, K1))
         np.add.at(mean, gidx, delta)
-        mean /= J[:, None]
-    eye = np.eye(K1)
+        mean /= np.maximum(J, 1.0)[:, None]
 
     def parts(lam):
-        P = Qg + eye * np.exp(-2.0 * lam)[None, :]
-        R = np.linalg.cholesky(P)
+        R = np.linalg.cholesky(Qbar + np.diag(np.exp(-2.0 * lam)))
         Rinv = np.linalg.inv(R)
-        shift = np.einsum("uk,ukl->ul", ec, (Qg @ np.linalg.inv(P))[gidx])
-        logdet = np.log(np.diagonal(R, axis1=1, axis2=2)).sum(axis=1)
-        return shift, Rinv, R, logdet
+        return Qbar @ Rinv.T @ Rinv, Rinv, R, np.log(np.diag(R)).sum()
 
     lam = np.log(np.asarray(sigma, dtype=float)).copy()
     eta = delta - mean[gidx] if mean is not None else np.array(delta, dtype=float)
-    shift, _, R, _ = parts(lam)
-    xi = np.einsum("uk,ukl->ul", eta - shift, R[gidx])
+    A, _, R, _ = parts(lam)
+    xi = (eta - e @ A) @ R
     nu = mean / np.exp(lam)[None, :] if mean is not None else None
 
     def state(lv):
-        shift, Rinv, _, logdet = parts(lv)
-        et = shift + np.einsum("uk,ukl->ul", xi, Rinv[gidx])
-        jac = -(contrasts * logdet).sum()
+        A, Rinv, _, logdet = parts(lv)
+        et = e @ A + xi @ Rinv
         if nu is None:
-            return et, et, jac
-        return et, et + (nu * np.exp(lv)[None, :])[gidx], jac + G * lv.sum()
+            return et, et, -contrasts * logdet
+        return et, et + (nu * np.exp(lv)[None, :])[gidx], -contrasts * logdet + G * lv.sum()
 
     def target(lv):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -430,8 +427,9 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
 
     f = target(lam)
     evals = 1
+    widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
     for k in rng.permutation(K1):
-        lam, f, n = _slice_coordinate(rng, target, lam, k, f)
+        lam, f, n = _slice_coordinate(rng, target, lam, k, f, widths[k])
         evals += n
     _, d, _ = state(lam)
     return np.exp(lam), d, evals
