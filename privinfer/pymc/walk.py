@@ -168,8 +168,8 @@ class WalkGibbs(ArrayStepShared):
     default_blocked = True
     stats_dtypes_shapes = {"walk_accept": (np.float64, []), "walk_scale_evals": (np.float64, [])}
 
-    def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", model=None, initial_point=None, rng=None, blocked: bool = True,
-                 compile_kwargs=None):
+    def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", model=None, initial_point=None,
+                 rng=None, blocked: bool = True, compile_kwargs=None):
         model = pm.modelcontext(model)
         info = _walk_info(model, vars)
         if int(rounds) != rounds or rounds < 1:

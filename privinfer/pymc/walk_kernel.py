@@ -63,7 +63,7 @@ SLICE_WIDTH = 0.5
 SLICE_MAX_OUT = 20
 
 __all__ = ["empirical_increments", "walk_offsets", "unit_loglik", "unit_score_info", "sibling_pairs", "laplace_mh", "move_update",
-           "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport", "centred"]
+           "group_means", "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport", "centred"]
 
 
 def _tails(v):
@@ -130,14 +130,20 @@ def sibling_pairs(rng, groups):
     return order[pos], order[pos + 1]
 
 
+def group_means(delta, groups):
+    """Each group's mean raw increment ``(G, K-1)`` and its number of units ``(G,)`` (0 and 0
+    for a group number no unit has)."""
+    J = np.bincount(groups).astype(float)
+    sums = np.zeros((J.size, delta.shape[1]))
+    np.add.at(sums, groups, delta)
+    return sums / np.maximum(J, 1.0)[:, None], J
+
+
 def centred(delta, groups):
     """Raw increments less their group means (``groups`` None: unchanged)."""
     if groups is None:
         return delta
-    J = np.bincount(groups).astype(float)
-    sums = np.zeros((J.size, delta.shape[1]))
-    np.add.at(sums, groups, delta)
-    return delta - (sums / J[:, None])[groups]
+    return delta - group_means(delta, groups)[0][groups]
 
 
 def refresh_group_means(rng, delta, groups, sigma):
@@ -388,13 +394,10 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
         G, contrasts, mean, gidx = 0, U, None, None
     else:
         gidx = np.asarray(groups, dtype=np.int64)
-        J = np.bincount(gidx).astype(float)
+        mean, J = group_means(delta, gidx)
         G = int(np.count_nonzero(J))
         contrasts = U - G
         e = centred(e, gidx)
-        mean = np.zeros((J.size, K1))
-        np.add.at(mean, gidx, delta)
-        mean /= np.maximum(J, 1.0)[:, None]
 
     def parts(lam):
         R = np.linalg.cholesky(Qbar + np.diag(np.exp(-2.0 * lam)))
