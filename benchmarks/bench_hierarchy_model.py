@@ -157,12 +157,18 @@ def main(argv=None):
     ess_p = min(float(az.ess(idata, var_names=[v])[v].min()) for v in params)
     ss = idata.sample_stats
     kappa = np.asarray(idata.posterior["concentration"]).ravel() if "concentration" in idata.posterior else [np.nan]
+    share = derived_draws(draws, A, B).reshape(args.chains, -1, A.shape[1])
+    ess_share = az.ess(az.convert_to_dataset({"share": share}))["share"].values
+    print(f"bulk ESS of {len(share_true)} {geography[-1]} shares 65+: min {np.nanmin(ess_share):.0f}, median "
+          f"{np.nanmedian(ess_share):.0f}; of the cells: median {np.nanmedian(ess_x):.0f}")
     print(f"convergence: cells max R-hat {np.nanmax(rhat_x):.3f}, min bulk ESS {np.nanmin(ess_x):.0f} "
           f"(cells with R-hat > 1.01: {int(np.sum(rhat_x > 1.01))}); parameters max R-hat {rh_p:.3f}, "
           f"min ESS {ess_p:.0f}; lattice acceptance {float(ss['lattice_accept'].mean()):.2f}, "
           f"moved {float(ss['lattice_moved'].mean()):.2f}; NUTS tree depth "
           f"{float(ss['tree_depth'].mean()):.1f}; concentration {np.median(kappa):.1f}"
-          + (f"; walk acceptance {float(ss['walk_accept'].mean()):.2f}" if "walk_accept" in ss else ""))
+          + (f"; walk acceptance {float(ss['walk_accept'].mean()):.2f}" if "walk_accept" in ss else "")
+          + (f", carried-update evaluations per iteration {float(ss['walk_carry_evals'].mean()):.0f}"
+             if "walk_carry_evals" in ss else ""))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ def test_draws_keep_the_invariant_and_stay_non_negative(smooth):
         assert np.mean(np.any(np.diff(inc, axis=0) != 0, axis=(1, 2))) > 0.9
         scale = idata.posterior["step_scale_age"].values[0]
         assert np.all(np.diff(scale, axis=0) != 0)                     # exact draws every iteration
+        assert idata.sample_stats["walk_carry_evals"].values.min() > 0  # the carried update ran
 
 
 def test_start_point_is_on_the_fibre():
@@ -91,6 +92,7 @@ def test_plain_sample_assigns_walk_gibbs_to_the_walk():
 
 
 def test_walk_gibbs_tunes_its_slice_widths_during_warm_up_only():
+    from privinfer.pymc.walk_carry import CARRY_WIDTH
     from privinfer.pymc.walk_kernel import SLICE_WIDTH
 
     f, rel = small_release()
@@ -105,20 +107,47 @@ def test_walk_gibbs_tunes_its_slice_widths_during_warm_up_only():
     point = model.initial_point()
     walk.step(point)                       # after warm-up the widths are constants of the chain
     np.testing.assert_array_equal(walk.width, frozen)
+    assert walk.carry_width.shape == (2,) and np.all(walk.carry_width > 0) and np.all(walk.carry_width != CARRY_WIDTH)
     walk.reset_tuning()
-    assert walk.n_tunes == 0 and np.all(walk.width == SLICE_WIDTH)
+    assert walk.n_tunes == 0 and np.all(walk.width == SLICE_WIDTH) and np.all(walk.carry_width == CARRY_WIDTH)
 
 
+def test_walk_gibbs_carries_the_cells_and_keeps_every_tract_total():
+    # the carried update moves the cells with the walk: a WalkGibbs step returns new cells on
+    # the fibre with every tract's total unchanged (the shifts sum to zero within a tract)
+    f, rel = small_release()
+    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
+    tract = pd.factorize(f["tract"])[0]
+    with model:
+        walk = WalkGibbs(rng=np.random.default_rng(2))
+    point = model.initial_point()
+    x0 = np.asarray(point["x"]).copy()
+    changed = 0
+    for _ in range(20):
+        new, stats = walk.step(point)
+        x = np.asarray(new["x"])
+        assert x.dtype == x0.dtype and x.min() >= 0 and x.sum() == x0.sum()
+        np.testing.assert_array_equal(np.bincount(tract, weights=x), np.bincount(tract, weights=x0))
+        changed += int(np.any(x != np.asarray(point["x"])))
+        assert stats[0]["walk_carry_evals"] > 0
+        point = new
+    assert changed >= 10
+    with model, pytest.raises(ValueError, match="carry_directions"):
+        WalkGibbs(carry_directions=0)
+
+
+@pytest.mark.parametrize("walk_order", [1, 2])
 @pytest.mark.parametrize("walk_steps", ["gibbs", "nuts"])
-def test_smooth_departures_enter_the_prior_as_written(walk_steps):
+def test_smooth_departures_enter_the_prior_as_written(walk_steps, walk_order):
     # alpha of every cell = kappa softmax(theta_county + r_tract,age) with r the random walk
     # whose increments are step_scale^w * step (the partially non-centred increments, w the
-    # model's data noncentering_age) less their mean over the county's tracts, recomputed here
-    # in NumPy at a random point
+    # model's data noncentering_age) less their mean over the county's tracts -- the steps
+    # between age groups themselves (order 1) or their cumulative sums (order 2) --
+    # recomputed here in NumPy at a random point
     from privinfer.pymc.registry import model_registry
 
     f, rel = small_release()
-    model = hierarchy_model(rel, smooth="age", walk_steps=walk_steps)  # 3 age groups: "auto" would take none
+    model = hierarchy_model(rel, smooth="age", walk_steps=walk_steps, walk_order=walk_order)  # 3 age groups
     assert "step_scale_age" not in hierarchy_model(rel).named_vars
     hier = rel.mechanism.hierarchy
     rng = np.random.default_rng(2)
@@ -144,6 +173,8 @@ def test_smooth_departures_enter_the_prior_as_written(walk_steps):
     par = np.asarray(hier.parent[-1])
     for c in np.unique(par):   # the tracts' increments sum to zero in each county
         steps[par == c] -= steps[par == c].mean(axis=0)
+    if walk_order == 2:
+        steps = np.cumsum(steps, axis=1)
     walk = np.concatenate([np.zeros((steps.shape[0], 1)), np.cumsum(steps, axis=1)], axis=1)
     age = np.unravel_index(np.arange(hier.d), hier.shape)[list(hier.attributes).index("age")]
     theta = vals["log_profile_county"][np.asarray(hier.parent[-1])] + walk[:, age]
@@ -153,6 +184,8 @@ def test_smooth_departures_enter_the_prior_as_written(walk_steps):
     np.testing.assert_allclose(alpha, expected, rtol=1e-10)
     with pytest.raises(ValueError, match="smooth"):
         hierarchy_model(rel, smooth="colour")
+    with pytest.raises(ValueError, match="walk_order"):
+        hierarchy_model(rel, walk_order=3)
 
 
 # --- exact posterior on 2 tracts x 2 cells -------------------------------------------------

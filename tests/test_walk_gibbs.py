@@ -215,14 +215,14 @@ def test_partly_non_centred_scale_update_leaves_the_exact_conditional_invariant(
     assert _ks(other, grid, cdf) < ALPHA
 
 
-def _transport_state(lam, X, B, kappa, code, grouped, xi, nu):
+def _transport_state(lam, X, B, kappa, code, grouped, xi, nu, order=1):
     """The transport update's coordinates written out (its docstring) for one sibling group of
     all units (or none), at log scales ``lam`` ``(n, K-1)`` on a grid: returns the centred
     increments ``(n, U, K-1)``, the raw ones and the log Jacobian ``(n,)``."""
     K1 = lam.shape[1]
     onehot = np.eye(K1 + 1)[code]
-    e = wk.empirical_increments(X, B, code)
-    _, Q = wk.unit_score_info(X, B + wk.walk_offsets(e, code), kappa, onehot)
+    e = wk.empirical_increments(X, B, code, order)
+    _, Q = wk.unit_score_info(X, B + wk.walk_offsets(e, code, order), kappa, onehot, order)
     U = X.shape[0]
     Q = np.broadcast_to(Q.mean(axis=0), Q.shape)                       # the units' mean information
     if grouped:
@@ -238,13 +238,13 @@ def _transport_state(lam, X, B, kappa, code, grouped, xi, nu):
     return eta, eta, -logdet.sum(axis=1)
 
 
-def _transport_logd(lam, X, B, kappa, code, grouped, xi, nu, s0):
-    eta, delta, jac = _transport_state(lam, X, B, kappa, code, grouped, xi, nu)
+def _transport_logd(lam, X, B, kappa, code, grouped, xi, nu, s0, order=1):
+    eta, delta, jac = _transport_state(lam, X, B, kappa, code, grouped, xi, nu, order)
     sg = np.exp(lam)
     logd = (stats.halfnorm.logpdf(sg, scale=s0).sum(axis=1) + lam.sum(axis=1) + jac
             + stats.norm.logpdf(delta, 0, sg[:, None, :]).sum(axis=(1, 2)))
     for u in range(X.shape[0]):
-        th = B[u][None, :] + wk.walk_offsets(eta[:, u], code)
+        th = B[u][None, :] + wk.walk_offsets(eta[:, u], code, order)
         logd = logd + wk.unit_loglik(np.broadcast_to(X[u], th.shape), th, kappa)
     return logd
 
@@ -286,10 +286,12 @@ def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped):
     assert _ks(other, grid, cdf) < ALPHA
 
 
-def test_transport_scale_update_moves_two_scales_jointly_and_exactly():
+@pytest.mark.parametrize("order", [1, 2])
+def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order):
     # two increments per unit (three age groups), one sibling group: the update slice samples
     # both log scales in turn, so it leaves their joint conditional (2-D quadrature) invariant;
-    # KS tests of both margins (level ALPHA / 2 each)
+    # KS tests of both margins (level ALPHA / 2 each); order 2: the increments of a second-order
+    # walk (their cumulative sums are the steps between age groups)
     rng = np.random.default_rng(12)
     code = np.array([0, 1, 2, 0, 1, 2])
     s0, kappa = 0.5, 4.0
@@ -301,7 +303,7 @@ def test_transport_scale_update_moves_two_scales_jointly_and_exactly():
     g = np.linspace(-6, 2.0, 801)
     L0, L1 = np.meshgrid(g, g, indexing="ij")
     lam = np.stack([L0.ravel(), L1.ravel()], axis=1)
-    logd = _transport_logd(lam, X, B, kappa, code, True, xi, nu, s0)
+    logd = _transport_logd(lam, X, B, kappa, code, True, xi, nu, s0, order)
     p = np.exp(logd - logd.max())
     p /= p.sum()
     n = 2000
@@ -312,8 +314,8 @@ def test_transport_scale_update_moves_two_scales_jointly_and_exactly():
     out = np.empty((n, 2))
     for j in range(n):
         sigma = np.exp(lam0[j])
-        start = _transport_state(lam0[j][None], X, B, kappa, code, True, xi, nu)[1][0]
-        out[j] = np.log(wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, code, s0)[0])
+        start = _transport_state(lam0[j][None], X, B, kappa, code, True, xi, nu, order)[1][0]
+        out[j] = np.log(wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, code, s0, order=order)[0])
     for k in range(2):
         marg = p.reshape(g.size, g.size).sum(axis=1 - k)
         edges = np.r_[g - h / 2, g[-1] + h / 2]
@@ -361,3 +363,78 @@ def test_walk_gibbs_refuses_what_it_cannot_sample():
     with hierarchy_model(rel, smooth="age", walk_steps="nuts"):
         with pytest.raises(ValueError, match="one walk registered"):
             WalkGibbs()
+
+
+def test_register_walk_refuses_bad_carry_fractions():
+    import pymc as pm
+
+    from privinfer.pymc import register_walk
+
+    with pm.Model():
+        scales = pm.HalfNormal("s", 1.0, shape=(2,))
+        inc = pm.Normal("d", 0.0, 1.0, shape=(2, 2))
+        latent = pm.Normal("x", 0.0, 1.0, shape=(6,))
+        kw = dict(scales=scales, increments=inc, prior_scale=1.0, base=np.zeros((2, 3)), kappa=1.0,
+                  weights=np.zeros((2, 2)), latent=latent, grid=np.arange(6).reshape(2, 3), code=np.arange(3))
+        with pytest.raises(ValueError, match="carry"):
+            register_walk(**kw, carry=np.full(5, 0.5))
+        with pytest.raises(ValueError, match="carry"):
+            register_walk(**kw, carry=np.full(6, 1.5))
+
+
+def test_second_order_score_and_information_are_the_chain_rule_of_the_first_order_ones():
+    # order 2: the steps between categories are cumsum(eta) = eta M^T (M lower-triangular ones);
+    # the gradient is M^T g (checked against central differences of the exact log-likelihood)
+    # and the information M^T I M
+    rng = np.random.default_rng(3)
+    code = np.array([0, 1, 2, 3, 0, 1, 2, 3])
+    onehot = np.eye(4)[code]
+    X = rng.multinomial(60, np.full(8, 1 / 8)).astype(float)[None]
+    B = rng.normal(0, 0.3, (1, 8))
+    eta = rng.normal(0, 0.2, (1, 3))
+    kappa = 25.0
+    g2, I2 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2), kappa, onehot, 2)
+    g1, I1 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2), kappa, onehot)
+    M = np.tril(np.ones((3, 3)))
+    np.testing.assert_allclose(g2[0], M.T @ g1[0], rtol=1e-12)
+    np.testing.assert_allclose(I2[0], M.T @ I1[0] @ M, rtol=1e-12)
+    h = 1e-6
+    fd = [(wk.unit_loglik(X, B + wk.walk_offsets(eta + h * e, code, 2), kappa)[0]
+           - wk.unit_loglik(X, B + wk.walk_offsets(eta - h * e, code, 2), kappa)[0]) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(g2[0], fd, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(wk.walk_offsets(eta, code, 2), wk.walk_offsets(eta @ M.T, code))
+    e2 = wk.empirical_increments(X, B, code, 2)
+    np.testing.assert_allclose(e2 @ M.T, wk.empirical_increments(X, B, code), atol=1e-12)
+
+
+def test_second_order_pair_moves_leave_the_exact_conditional_invariant():
+    # three age groups, a second-order walk: two siblings' increments (2-D) move by +-Delta;
+    # the conditional of the first unit's centred increments on a 2-D grid; KS of both margins
+    code = np.array([0, 1, 2, 0, 1, 2])
+    X1 = np.array([1.0, 6.0, 0.0, 2.0, 5.0, 1.0])
+    X2 = np.array([4.0, 0.0, 3.0, 5.0, 1.0, 2.0])
+    base = np.array([0.1, -0.2, 0.3, 0.0, 0.2, -0.1])
+    kappa, sigma, m = 3.0, np.array([1.0, 0.7]), np.array([0.2, -0.1])
+    g = np.linspace(-6, 6, 601)
+    E0, E1 = np.meshgrid(g, g, indexing="ij")
+    e = np.stack([E0.ravel(), E1.ravel()], axis=1)
+    logd = (wk.unit_loglik(np.broadcast_to(X1, (e.shape[0], 6)), base + wk.walk_offsets(e, code, 2), kappa)
+            + wk.unit_loglik(np.broadcast_to(X2, (e.shape[0], 6)), base + wk.walk_offsets(-e, code, 2), kappa)
+            - (((m + e) ** 2 + (m - e) ** 2) / (2 * sigma**2)).sum(axis=1))
+    p = np.exp(logd - logd.max())
+    p /= p.sum()
+    rng = np.random.default_rng(13)
+    n = 8000
+    h = g[1] - g[0]
+    e0 = e[rng.choice(p.size, size=n, p=p)] + (rng.random((n, 2)) - 0.5) * h
+    X = np.concatenate([np.tile(X1, (n, 1)), np.tile(X2, (n, 1))])
+    eta = np.concatenate([e0, -e0])
+    delta = eta + m
+    u, v = np.arange(n), np.arange(n, 2 * n)
+    acc = wk.move_update(rng, X, np.tile(base, (2 * n, 1)), eta, delta, [(u, 1.0), (v, -1.0)], sigma, kappa, code, 2)
+    assert 0.2 < acc.mean() < 1.0
+    for k in range(2):
+        marg = p.reshape(g.size, g.size).sum(axis=1 - k)
+        edges = np.r_[g - h / 2, g[-1] + h / 2]
+        cdf = np.r_[0.0, np.cumsum(marg)]
+        assert stats.kstest(eta[u, k], lambda v: np.interp(v, edges, cdf)).pvalue > ALPHA / 2

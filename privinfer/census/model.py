@@ -9,7 +9,7 @@ r"""A hierarchical prior for the cells of a Census-style hierarchy, fitted to it
    z_v \sim \mathrm{ZeroSumNormal}(1),
    \ \tau_l \sim \mathrm{HalfNormal}(s_\tau) \quad (\text{units } v \text{ of levels } 0 < l < L-1), \\
    \theta_u &= \theta_{\mathrm{pa}(u)} + r_{u,\mathrm{age}}, \quad
-   r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a} - \bar\delta_{\mathrm{pa}(u),a},\
+   r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \sum_{b \le a}\big(\delta_{u,b} - \bar\delta_{\mathrm{pa}(u),b}\big),\
    \delta_{u,a} \sim N(0, \sigma_a^2),\ \sigma_a \sim \mathrm{HalfNormal}(s_\sigma)
    \quad (\text{lowest-level units } u), \\
    x_u \mid N_u &\sim \mathrm{DirMult}\big(N_u,\ \kappa\,\mathrm{softmax}(\theta_u)\big),
@@ -27,8 +27,11 @@ Gaussian likelihood of every measurement (:func:`privinfer.pymc.observe`). :math
 x age): the state's profile, each county's departure from it with one learned scale per
 attribute combination (some age groups vary between counties far more than others), and each
 tract's cells drawn around its county's profile: a smooth departure along the ordered attribute
-(``smooth``: the age groups) -- a random walk whose step scales are learned from all tracts, so
-a tract can be old or young as a whole, its 65+ groups moving together, as real tracts do --
+(``smooth``: the age groups) -- a second-order random walk (``walk_order=2``, the default: each
+increment changes the slope, so a tract older than its county at every age past 40 departs by
+one increment; ``walk_order=1``: the increments are the steps themselves) whose scales are
+learned from all tracts, so a tract can be old or young as a whole, its 65+ groups moving
+together, as real tracts do --
 and independent cell-level overdispersion :math:`\phi` (a Dirichlet-multinomial with
 concentration :math:`\kappa`; :math:`\phi \to 0` is the multinomial; for :math:`\kappa \gg 1` a
 cell's Dirichlet share :math:`\pi_i` has relative sd :math:`\sqrt{(1 - p_i)/(p_i(\kappa + 1))}
@@ -42,8 +45,10 @@ Sampling (``walk_steps="gibbs"``, the default from :data:`GIBBS_UNITS` tracts on
 scales by :class:`~privinfer.pymc.WalkGibbs` -- given the cells, the tracts' departures are
 conditionally independent up to their sum-to-zero constraint, so pairs of sibling tracts are
 updated at once by independence Metropolis--Hastings moves from the Laplace approximation of
-their exact conditional, and the step scales by an exact generalized inverse Gaussian draw
-interwoven with a non-centred slice update; NUTS for the remaining continuous parameters
+their exact conditional, then moved again with the cells carried along (each cell shifted with
+its conditional mean by the weight :math:`v_m/(v_m + \hat x)` of the prior in it, ``v_m`` its
+GLS variance; :mod:`privinfer.pymc.walk_carry`), and the step scales by an exact generalized
+inverse Gaussian draw interwoven with a transport slice update; NUTS for the remaining continuous parameters
 (profiles, county scales, overdispersion), whose number no longer grows with the tracts.
 ``walk_steps="nuts"``: NUTS for every continuous parameter, the walk's increments partially
 non-centred (Papaspiliopoulos, Roberts and Skold 2007: each increment between its centred and
@@ -161,16 +166,31 @@ def _unit_tables(hier, level: int, est, axis=None):
     return n, 1.0 / n + v / n**2              # counts and the variances of their logs
 
 
-def _walk_noncentering(hier, axis: int, est) -> np.ndarray:
+def _walk_noncentering(hier, axis: int, est, order: int = 1) -> np.ndarray:
     """Exponents of the walk's increments: the estimated increments are the lowest-level
-    units' log ratios of neighbouring categories of ``axis`` minus their parents'."""
+    units' log ratios of neighbouring categories of ``axis`` minus their parents' (order 2:
+    differenced once more, the first kept; sampling variances from the categories' log counts
+    taken as independent)."""
     L = hier.depth - 1
     n, s2 = _unit_tables(hier, L, est, axis)
     logr = np.diff(np.log(n), axis=1)
     if L >= 1:
         npar, _ = _unit_tables(hier, L - 1, est, axis)
         logr = logr - np.diff(np.log(npar), axis=1)[np.asarray(hier.parent[L], dtype=np.int64)]
-    return _noncentering_weights(logr, s2[:, 1:] + s2[:, :-1])
+    var = s2[:, 1:] + s2[:, :-1]
+    if order == 2:
+        logr = np.concatenate([logr[:, :1], np.diff(logr, axis=1)], axis=1)
+        var = np.concatenate([var[:, :1], s2[:, 2:] + 4.0 * s2[:, 1:-1] + s2[:, :-2]], axis=1)
+    return _noncentering_weights(logr, var)
+
+
+def _carry_fractions(est) -> np.ndarray:
+    r"""Each cell's :math:`v_m/(v_m + v_p)`: its GLS variance against the multinomial variance
+    of a count the size of its GLS estimate (at least 1) -- the weight of the prior's mean in
+    the cell's posterior mean, how far the cell moves with its profile in the walk's carried
+    update (:mod:`privinfer.pymc.walk_carry`)."""
+    vm = np.asarray(est.se, dtype=float) ** 2
+    return vm / (vm + np.maximum(np.asarray(est.x, dtype=float), 1.0))
 
 
 def _moves(hier, inv):
@@ -202,11 +222,13 @@ def _smooth_axis(hier, smooth):
     return list(hier.attributes).index(smooth)
 
 
-def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool):
+def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, order: int = 2):
     r"""Each lowest-level unit's departure along the ordered categories of attribute ``axis``
     (e.g. the age groups): a random walk from 0 with one learned scale per step,
     :math:`r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a}`,
-    :math:`\delta_{u,a} \sim N(0, \sigma_a^2)`, :math:`\sigma_a \sim \mathrm{HalfNormal}(s_\sigma)`,
+    :math:`\delta_{u,a} \sim N(0, \sigma_a^2)`, :math:`\sigma_a \sim \mathrm{HalfNormal}(s_\sigma)`
+    (``order`` 1), or a second-order random walk (``order`` 2): the steps
+    :math:`r_{u,a} - r_{u,a-1} = \sum_{b \le a}\delta_{u,b}`, so each increment changes the slope,
     broadcast over the other attributes: ``(U_leaf, d)``.  The increments are partially
     non-centred (:func:`_noncentering_weights`): ``step_<leaf>_<attr>`` holds
     :math:`\tilde\epsilon_{u,a} \sim N(0, \sigma_a^{2(1-w_{u,a})})` and
@@ -218,10 +240,13 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool):
     name = hier.attributes[axis]
     U = hier.n_units(hier.depth - 1)
     leaf = hier.levels[-1]
-    w = pm.Data(f"noncentering_{name}", np.zeros((U, K - 1)) if centred else _walk_noncentering(hier, axis, est))
+    w = pm.Data(f"noncentering_{name}",
+                np.zeros((U, K - 1)) if centred else _walk_noncentering(hier, axis, est, order))
     step = pm.HalfNormal(f"step_scale_{name}", sigma=step_prior, shape=(K - 1,))
     raw = pm.Normal(f"step_{leaf}_{name}", 0.0, step[None, :] ** (1.0 - w), shape=(U, K - 1))
     inc = step[None, :] ** w * raw
+    if order == 2:
+        inc = pt.cumsum(inc, axis=1)
     if hier.depth >= 2:
         inc = _sibling_centred(inc, hier.parent[-1])
     walk = pt.concatenate([pt.zeros((U, 1)), pt.cumsum(inc, axis=1)], axis=1)
@@ -230,7 +255,8 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool):
 
 
 def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0, smooth="auto",
-                    step_prior: float = 0.3, overdispersion=None, walk_steps: str = "auto") -> pm.Model:
+                    step_prior: float = 0.3, overdispersion=None, walk_steps: str = "auto",
+                    walk_order: int = 2) -> pm.Model:
     """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
 
     Parameters
@@ -250,6 +276,14 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         whose departures are independent across cells).
     step_prior
         prior scale :math:`s_\\sigma` of the random walk's step scales.
+    walk_order
+        2 (default): the smooth departure is a second-order random walk, whose increments change
+        its slope -- real tracts are older or younger than their county by an amount that grows
+        with age (a retirement tract at every age past 40), which a first-order walk can only
+        follow by one increment per age group, each shrunk toward 0: on 12 Kentucky counties
+        (94 tracts) its posterior pulled the tracts' shares aged 65+ 7% of their departure back
+        toward the county and covered them 0.83 of the time at 90%, against a 1% pull and 0.87
+        coverage for the second-order walk, at the same cell RMSE; 1: a first-order random walk.
     overdispersion
         ``None`` (default): :math:`\\phi` learned, half-normal prior with scale 0.3; a number
         > 0: :math:`\\phi` fixed at it.
@@ -278,6 +312,8 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
     mech, inv = _checked(release)
     if walk_steps not in ("auto", "gibbs", "nuts"):
         raise ValueError("walk_steps must be 'auto', 'gibbs' or 'nuts'")
+    if walk_order not in (1, 2):
+        raise ValueError("walk_order must be 1 or 2")
     if walk_steps == "auto":
         walk_steps = "gibbs" if mech.hierarchy.n_units(mech.hierarchy.depth - 1) >= GIBBS_UNITS else "nuts"
     checks = [("profile_scale", profile_scale), ("scale_prior", scale_prior), ("step_prior", step_prior)]
@@ -306,7 +342,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         theta_leaf = base
         walk = None
         if axis is not None:
-            walk = _smooth_departures(hier, axis, float(step_prior), est, walk_steps == "gibbs")
+            walk = _smooth_departures(hier, axis, float(step_prior), est, walk_steps == "gibbs", walk_order)
             theta_leaf = theta_leaf + walk[0]
         alpha_grid = kappa * pt.special.softmax(theta_leaf, axis=-1)
         alpha = alpha_grid.ravel()[hier.leaf_unit * hier.d + hier.combination]
@@ -318,5 +354,6 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
             _, step, raw, w, code = walk
             register_walk(scales=step, increments=raw, prior_scale=float(step_prior), base=base, kappa=kappa,
                           weights=w, latent=x, grid=hier.leaf_order(), code=code,
-                          groups=np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else None)
+                          groups=np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else None,
+                          carry=_carry_fractions(est), order=walk_order)
     return model

@@ -37,7 +37,7 @@ from ..lattice import MeasuredPairs, MoveCycle, PairMoves, measured_pair_sweeps
 from ..mechanisms import NoisyMeasurements
 from .registry import model_registry
 
-__all__ = ["DirichletMultinomialCells", "MeasuredPairsGibbs", "SAMPLER"]
+__all__ = ["DirichletMultinomialCells", "MeasuredPairsGibbs", "SAMPLER", "latent_measurements"]
 
 #: The ``sampler`` name of :func:`~privinfer.pymc.lattice_latent` that selects :class:`MeasuredPairsGibbs`.
 SAMPLER = "measured_pairs"
@@ -110,6 +110,15 @@ def _measurements(info):
     if np.any((mech.matrix.data != 1.0)):
         raise ValueError("MeasuredPairsGibbs needs 0/1 queries (sums of cells)")
     return mech, np.asarray(rel[0].y, dtype=float)
+
+
+def latent_measurements(model, name: str):
+    """The one :class:`~privinfer.mechanisms.NoisyMeasurements` release observed on the lattice
+    latent ``name`` of ``model``, with 0/1 queries: ``(mechanism, y)`` (clear errors otherwise)."""
+    info = model_registry(model)["lattice"].get(name)
+    if info is None:
+        raise ValueError(f"'{name}' is not a lattice latent: create it with privinfer.pymc.lattice_latent")
+    return _measurements(info)
 
 
 def _registered_families(moves):

@@ -73,6 +73,8 @@ class WalkInfo:
     code: np.ndarray          # (d,) category of every column of the grid
     groups: object = None     # (U,) sibling groups whose increments are centred (None: none)
     exponents: object = None  # (U, K-1) partial non-centring of the scale update (None: 1)
+    carry: object = None      # (n,) carry fractions of the cells (None: no carried update)
+    order: int = 1            # 1: random walk; 2: second-order (the increments change the slope)
 
 
 def model_registry(model) -> dict:

@@ -3,7 +3,9 @@ r"""Blocked Gibbs updates of random-walk departures over units of Dirichlet-mult
 A model registers, with :func:`register_walk`, a departure of many units along ``K`` ordered
 categories (the age groups of every tract in :func:`privinfer.census.hierarchy_model`): raw
 increments :math:`\delta_{u,k} \sim N(0, \sigma_k^2)`, centred within sibling groups or not,
-step scales :math:`\sigma_k \sim \mathrm{HalfNormal}(s)`, and cells
+the steps between neighbouring categories (``order`` 1) or their cumulative sums (``order`` 2,
+a second-order walk; the kernels carry the map through the chain rule,
+:func:`~privinfer.pymc.walk_kernel.slopes`), step scales :math:`\sigma_k \sim \mathrm{HalfNormal}(s)`, and cells
 :math:`x_u \mid N_u \sim \mathrm{DirMult}(N_u, \kappa\,\mathrm{softmax}(b_u + r_{u,c}))`
 (:mod:`privinfer.pymc.walk_kernel` states the conditional).  :class:`WalkGibbs` updates the
 increments and the step scales of such a walk; ``pm.sample()`` assigns it to them by itself.
@@ -15,9 +17,16 @@ One iteration:
    from the Laplace approximation of :math:`\Delta`'s exact conditional (a defensive t mixture;
    the acceptance uses the exact Dirichlet-multinomial, so the move leaves the posterior
    invariant);
-2. every sibling group's mean raw increment redrawn from its exact conditional, the prior
+2. when the walk was registered with carry fractions (``register_walk(carry=...)``), the
+   carried update (:mod:`privinfer.pymc.walk_carry`): for a fresh matching of sibling pairs and
+   ``carry_directions`` increments per pair, the increments slice sampled with the cells
+   carried along by a zero-sum integer shift that follows their conditional mean -- an exact
+   update in ancillary lattice coordinates, which moves a tract's walk and cells together along
+   directions (old against young) where alternating their updates is slow.  The step writes
+   the moved cells into PyMC's point, so the cells' own step method sees them;
+3. every sibling group's mean raw increment redrawn from its exact conditional, the prior
    :math:`N(0, \sigma^2/J)` (the cells see the centred increments only);
-3. the step scales drawn from their exact conditional given the raw increments, a generalized
+4. the step scales drawn from their exact conditional given the raw increments, a generalized
    inverse Gaussian (the centred update), then each :math:`\log\sigma_k` slice sampled with
    the increments carried along the Gaussian approximation of their conditional
    (``scale_update="transport"``, :func:`~privinfer.pymc.walk_kernel.scale_update_transport`:
@@ -39,6 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import scipy.sparse as sp
 import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.logprob.transforms import LogTransform
@@ -47,17 +57,23 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pytensor.graph.replace import graph_replace
 
+from .measured import latent_measurements
 from .registry import WalkInfo, model_registry
+from .walk_carry import CARRY_WIDTH, carried_update
 from .walk_kernel import (SLICE_WIDTH, centred, move_update, refresh_group_means, scale_draw, scale_update_noncentred,
                           scale_update_transport, sibling_pairs)
 
-__all__ = ["WalkGibbs", "register_walk"]
+__all__ = ["WalkGibbs", "register_walk", "CARRY_DIRECTIONS"]
 
 _TAG = "privinfer_walk"
 
+#: Directions of the carried update per sibling pair and iteration (:class:`WalkGibbs`'s
+#: ``carry_directions``), drawn at random among the increments.
+CARRY_DIRECTIONS = 8
+
 
 def register_walk(*, scales, increments, prior_scale: float, base, kappa, weights, latent, grid, code,
-                  groups=None, exponents=None, model=None) -> WalkInfo:
+                  groups=None, exponents=None, carry=None, order: int = 1, model=None) -> WalkInfo:
     r"""Record a random-walk departure (module docstring) so that ``pm.sample()`` samples its
     step scales and increments with :class:`WalkGibbs`.
 
@@ -84,6 +100,18 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         (:func:`~privinfer.pymc.walk_kernel.scale_update_noncentred`), ideally
         :math:`1/(1 + \sigma^2 I)` with ``I`` the information about each increment; None: 1
         (non-centred).
+    carry
+        ``(n,)`` carry fractions in [0, 1] of the latent's cells, ideally :math:`v_m/(v_m + v_p)`
+        (the cell's measurement variance against its prior variance): :class:`WalkGibbs` then
+        also moves the increments with the cells carried along
+        (:mod:`privinfer.pymc.walk_carry`; the latent must be observed through one
+        :class:`~privinfer.mechanisms.NoisyMeasurements` release with 0/1 queries).  None: no
+        carried update.
+    order
+        1 (default): the increments are the steps between neighbouring categories (a random
+        walk); 2: their cumulative sums are (a second-order random walk, whose increments
+        change the slope: a tract older than its county at every age past 40 departs by one
+        increment, not by one per age group).
     """
     model = pm.modelcontext(model)
     grid = np.asarray(grid, dtype=np.int64)
@@ -102,9 +130,15 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         groups = np.asarray(groups, dtype=np.int64)
         if groups.shape != (U,):
             raise ValueError("groups must give one sibling group per unit")
+    if order not in (1, 2):
+        raise ValueError("order must be 1 (random walk) or 2 (second-order random walk)")
+    if carry is not None:
+        carry = np.asarray(carry, dtype=float)
+        if carry.shape != (grid.size,) or not np.all((carry >= 0) & (carry <= 1)):
+            raise ValueError(f"carry must hold {grid.size} fractions in [0, 1], one per cell")
     info = WalkInfo(scales=scales.name, increments=increments.name, prior_scale=float(prior_scale), base=base,
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
-                    groups=groups, exponents=exponents)
+                    groups=groups, exponents=exponents, carry=carry, order=int(order))
     reg = model_registry(model)["walks"]
     if reg:
         raise ValueError("a model holds at most one registered walk")
@@ -133,6 +167,7 @@ def _walk_info(model, vars):
 @dataclass_state
 class WalkGibbsState(StepMethodState):
     width: np.ndarray
+    carry_width: np.ndarray
     tune: bool
     n_tunes: float
 
@@ -147,6 +182,13 @@ class WalkGibbs(ArrayStepShared):
         the walk's step scales and increments (default: the model's registered walk).
     rounds
         random matchings (pair moves of every unit) per iteration (default 2).
+    carry_directions
+        increments per sibling pair and iteration in the carried update (drawn at random;
+        ``None``: all), default :data:`CARRY_DIRECTIONS`; the update runs when the walk was
+        registered with carry fractions.  On 12 Kentucky counties (94 tracts, 2 x (300 + 600)
+        iterations), the tracts' share aged 65+ had a bulk ESS of median 123 (min 20) of 1,200
+        draws without the carried update, 296 (43) with 8 directions and 376 (101) with all 22;
+        the run took 110 s, 132 s and (on a loaded machine) 186 s.
     scale_update
         the scales' second update: ``"transport"`` (default) or ``"noncentred"`` (module
         docstring).  On 12 Kentucky counties' 94 tracts, at a posterior draw with everything
@@ -157,8 +199,9 @@ class WalkGibbs(ArrayStepShared):
         as for PyMC step methods.
 
     Tuning.  During warm-up only (``pm.sample``'s ``tune`` iterations), each log scale's slice
-    width is set to twice the running mean of its moves' sizes (from
-    :data:`~privinfer.pymc.walk_kernel.SLICE_WIDTH`), so that stepping out and shrinking take few
+    width, and each direction's slice width in the carried update, is set to twice the running
+    mean of its moves' sizes (from :data:`~privinfer.pymc.walk_kernel.SLICE_WIDTH` and
+    :data:`~privinfer.pymc.walk_carry.CARRY_WIDTH`), so that stepping out and shrinking take few
     evaluations once the scales are pinned down; afterwards the widths are constants of the
     chain, which keeps every iteration an exact update.
     """
@@ -166,10 +209,11 @@ class WalkGibbs(ArrayStepShared):
     name = "walk_gibbs"
     _state_class = WalkGibbsState
     default_blocked = True
-    stats_dtypes_shapes = {"walk_accept": (np.float64, []), "walk_scale_evals": (np.float64, [])}
+    stats_dtypes_shapes = {"walk_accept": (np.float64, []), "walk_scale_evals": (np.float64, []),
+                           "walk_carry_evals": (np.float64, [])}
 
-    def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", model=None, initial_point=None,
-                 rng=None, blocked: bool = True, compile_kwargs=None):
+    def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", carry_directions=CARRY_DIRECTIONS,
+                 model=None, initial_point=None, rng=None, blocked: bool = True, compile_kwargs=None):
         model = pm.modelcontext(model)
         info = _walk_info(model, vars)
         if int(rounds) != rounds or rounds < 1:
@@ -180,6 +224,9 @@ class WalkGibbs(ArrayStepShared):
         if scale_update == "transport" and info.exponents is not None:
             raise ValueError("the walk's non-centring exponents apply to scale_update='noncentred' only")
         self.scale_update = scale_update
+        if carry_directions is not None and (int(carry_directions) != carry_directions or carry_directions < 1):
+            raise ValueError("carry_directions must be None (all) or an integer >= 1")
+        self.carry_directions = None if carry_directions is None else int(carry_directions)
         self.tune = True
         self.n_tunes = 0.0
         if initial_point is None:
@@ -199,11 +246,30 @@ class WalkGibbs(ArrayStepShared):
                                             **(compile_kwargs or {}))
         K1 = int(np.asarray(initial_point[scales_v.name]).size)
         self.width = np.full(K1, SLICE_WIDTH)
+        self.carry_width = np.full(K1, CARRY_WIDTH)
+        self._latent_name = latent_v.name
+        self._rows = None
+        if info.carry is not None:
+            mech, y = latent_measurements(model, info.latent)
+            B = sp.csc_matrix(mech.matrix)
+            B.sort_indices()
+            self._rows = (B.indptr.astype(np.int64), B.indices.astype(np.int64),
+                          1.0 / (2.0 * np.asarray(mech.row_sigma, dtype=float) ** 2), B.tocsr(), np.asarray(y, float))
+        self._cells_out = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
     def reset_tuning(self):
         self.width = np.full(self.width.size, SLICE_WIDTH)
+        self.carry_width = np.full(self.carry_width.size, CARRY_WIDTH)
         self.n_tunes = 0.0
+
+    def step(self, point):
+        """PyMC's step, then the cells moved by the carried update written into the point."""
+        new_point, stats = super().step(point)
+        if self._cells_out is not None:
+            new_point[self._latent_name] = self._cells_out.astype(np.asarray(point[self._latent_name]).dtype)
+            self._cells_out = None
+        return new_point, stats
 
     @classmethod
     def competence(cls, var, has_grad):
@@ -231,25 +297,46 @@ class WalkGibbs(ArrayStepShared):
             else:
                 u, v = sibling_pairs(self.rng, groups)
                 parts = [(u, 1.0), (v, -1.0)]
-            acc = move_update(self.rng, X, base, eta, delta, parts, sigma, kappa, info.code)
+            acc = move_update(self.rng, X, base, eta, delta, parts, sigma, kappa, info.code, info.order)
             accepted += int(acc.sum())
             moves += acc.size
+        carry_evals = 0
+        if self._rows is not None:
+            row_ptr, rows, wts, Bcsr, y = self._rows
+            cells = np.array(x, dtype=np.int64)
+            res = y - Bcsr @ cells.astype(float)
+            if groups is None:
+                pairs = (np.arange(delta.shape[0]), np.full(delta.shape[0], -1))
+            else:
+                pairs = sibling_pairs(self.rng, groups)
+            carry_evals, moved = carried_update(self.rng, cells, res, pairs, grid=info.grid, code=info.code,
+                                                base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
+                                                carry=info.carry, row_ptr=row_ptr, rows=rows, w=wts,
+                                                widths=self.carry_width, walk_order=info.order,
+                                                per_pair=None if self.carry_directions is None
+                                                else min(self.carry_directions, delta.shape[1]))
+            if self.tune:
+                moved = np.where(np.isfinite(moved), np.clip(2.0 * moved, 1e-3, 4 * CARRY_WIDTH), self.carry_width)
+                self.carry_width = (self.carry_width * self.n_tunes + moved) / (self.n_tunes + 1.0)
+            self._cells_out = cells
+            X = cells.astype(float)[info.grid]
         if groups is not None:
             delta = refresh_group_means(self.rng, delta, groups, sigma)
         sigma = scale_draw(self.rng, delta, info.prior_scale)
         before = np.log(sigma)
         if self.scale_update == "transport":
             sigma, delta, evals = scale_update_transport(self.rng, X, base, delta, groups, sigma, kappa, info.code,
-                                                         info.prior_scale, width=self.width)
+                                                         info.prior_scale, width=self.width, order=info.order)
         else:
             sigma, delta, evals = scale_update_noncentred(self.rng, X, base, delta, groups, sigma, kappa, info.code,
                                                           info.prior_scale, exponents=info.exponents,
-                                                          width=self.width)
+                                                          width=self.width, order=info.order)
         if self.tune:
             moved = np.clip(2.0 * np.abs(np.log(sigma) - before), 1e-3, SLICE_WIDTH * 4)
             self.width = (self.width * self.n_tunes + moved) / (self.n_tunes + 1.0)
             self.n_tunes += 1.0
         point[self._names[0]] = np.log(sigma)
         point[self._names[1]] = delta
-        stats = {"walk_accept": accepted / moves if moves else float("nan"), "walk_scale_evals": float(evals)}
+        stats = {"walk_accept": accepted / moves if moves else float("nan"), "walk_scale_evals": float(evals),
+                 "walk_carry_evals": float(carry_evals)}
         return DictToArrayBijection.map(point), [stats]

@@ -16,6 +16,11 @@ with raw increments :math:`\delta_u \sim N(0, \mathrm{diag}\,\sigma^2)` and :mat
 ``u``'s sibling group (:math:`\Gamma(\kappa) / \Gamma(N_u + \kappa)` does not depend on
 :math:`\eta` because :math:`\sum_i \alpha_{u,i} = \kappa`).
 
+A second-order walk (``order=2`` throughout) has :math:`r_{u,k} = \sum_{j \le k} (M\eta_u)_j`
+with ``M`` the lower-triangular matrix of ones (the increments change the slope); scores and
+information are then :math:`M^\top g` and :math:`M^\top I M` and the empirical increments
+:math:`M^{-1}` of the first-order ones.
+
 The moves.  A *move* adds :math:`s\Delta` (:math:`s = \pm 1`) to the increments of one unit
 (no centring) or of two siblings (``+Delta`` and ``-Delta``, which keeps every group mean and so
 every other unit's :math:`\eta`).  :math:`\Delta \in \mathbb R^{K-1}` is drawn from the Laplace
@@ -62,7 +67,7 @@ MAX_STEP = 10.0
 SLICE_WIDTH = 0.5
 SLICE_MAX_OUT = 20
 
-__all__ = ["empirical_increments", "walk_offsets", "unit_loglik", "unit_score_info", "sibling_pairs", "laplace_mh", "move_update",
+__all__ = ["empirical_increments", "slopes", "walk_offsets", "unit_loglik", "unit_score_info", "sibling_pairs", "laplace_mh", "move_update",
            "group_means", "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport", "centred"]
 
 
@@ -71,11 +76,26 @@ def _tails(v):
     return np.cumsum(v[:, ::-1], axis=1)[:, ::-1][:, 1:]
 
 
-def walk_offsets(eta, code):
+def slopes(eta, order: int = 1):
+    """The walk's steps between neighbouring categories from its raw increments ``(U, K-1)``:
+    the increments themselves (``order`` 1, a random walk) or their cumulative sums (``order``
+    2, a second-order random walk: the raw increments change the slope)."""
+    return np.cumsum(eta, axis=1) if order == 2 else eta
+
+
+def walk_offsets(eta, code, order: int = 1):
     """Increments ``(U, K-1)`` -> the cells' offsets ``(U, d)``: :math:`r_{u, c(i)}`, ``r = [0,
-    cumsum(eta)]``."""
-    r = np.concatenate([np.zeros((eta.shape[0], 1)), np.cumsum(eta, axis=1)], axis=1)
+    cumsum(slopes(eta, order))]``."""
+    r = np.concatenate([np.zeros((eta.shape[0], 1)), np.cumsum(slopes(eta, order), axis=1)], axis=1)
     return r[:, code]
+
+
+def _raw_from_slopes(g, order: int):
+    """Gradients (or rows of a matrix) with respect to the slopes -> with respect to the raw
+    increments: the transpose of :func:`slopes`' map (reverse cumulative sums for order 2)."""
+    if order != 2:
+        return g
+    return np.flip(np.cumsum(np.flip(g, axis=-1), axis=-1), axis=-1)
 
 
 def unit_loglik(X, theta, kappa):
@@ -84,10 +104,11 @@ def unit_loglik(X, theta, kappa):
     return lgamma_ratio(a, X).sum(axis=1)
 
 
-def unit_score_info(X, theta, kappa, onehot):
+def unit_score_info(X, theta, kappa, onehot, order: int = 1):
     r"""Gradient of :math:`\ell_u` with respect to the unit's increments ``(U, K-1)`` and the
     Fisher-type information ``(U, K-1, K-1)`` (module docstring).  ``onehot`` ``(d, K)``: the
-    cells' categories."""
+    cells' categories; ``order`` 2: with respect to the raw increments of a second-order walk
+    (:func:`slopes`; gradient ``M^T g``, information ``M^T I M``)."""
     p = softmax(theta, axis=1)
     a = kappa * p
     ag = a * digamma_diff(a, X)
@@ -100,19 +121,24 @@ def unit_score_info(X, theta, kappa, onehot):
     info = np.minimum(Tk, Tl)                 # T_max(k, l): the tail sums do not increase
     info -= Tk * Tl
     info *= n_eff[:, None, None]
+    if order == 2:
+        grad = _raw_from_slopes(grad, order)
+        info = _raw_from_slopes(np.swapaxes(_raw_from_slopes(info, order), 1, 2), order)
     return grad, info
 
 
-def empirical_increments(X, base, code):
+def empirical_increments(X, base, code, order: int = 1):
     r"""The increments that fit each unit's category totals exactly (the multinomial maximum
     likelihood estimate of the walk given the base profile, with 1/2 added to every count):
     :math:`\hat r_{u,c} = \log(C_{u,c}/B_{u,c})`, ``C`` the unit's counts and ``B`` its base
-    shares summed over category ``c``, differenced over ``c``.  ``(U, K-1)``."""
+    shares summed over category ``c``, differenced over ``c`` (``order`` 2: the raw increments
+    of a second-order walk, those steps differenced once more, the first kept).  ``(U, K-1)``."""
     K = int(np.max(code)) + 1
     onehot = np.eye(K)[np.asarray(code, dtype=np.int64)]
     C = X @ onehot + 0.5
     B = softmax(base, axis=1) @ onehot
-    return np.diff(np.log(C) - np.log(B), axis=1)
+    step = np.diff(np.log(C) - np.log(B), axis=1)
+    return np.concatenate([step[:, :1], np.diff(step, axis=1)], axis=1) if order == 2 else step
 
 
 def sibling_pairs(rng, groups):
@@ -218,7 +244,7 @@ def laplace_mh(rng, target, score, start):
     return np.where(accept[:, None], prop, 0.0), accept
 
 
-def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code):
+def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1):
     r"""One independence Metropolis--Hastings update of every move (module docstring).
 
     ``parts``: ``[(units, sign), ...]``, equally long unit index arrays and signs: move ``j``
@@ -238,7 +264,8 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code):
         out = np.zeros(n_moves)
         for Xs, bs, es, ds, sg in data:
             sh = sg * D
-            out += unit_loglik(Xs, bs + walk_offsets(es + sh, code), kappa) - 0.5 * ((ds + sh) ** 2 * prec).sum(axis=1)
+            out += (unit_loglik(Xs, bs + walk_offsets(es + sh, code, order), kappa)
+                    - 0.5 * ((ds + sh) ** 2 * prec).sum(axis=1))
         return out
 
     def score(D):
@@ -246,7 +273,7 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code):
         Q = np.zeros((n_moves, K1, K1))
         for Xs, bs, es, ds, sg in data:
             sh = sg * D
-            gu, iu = unit_score_info(Xs, bs + walk_offsets(es + sh, code), kappa, onehot)
+            gu, iu = unit_score_info(Xs, bs + walk_offsets(es + sh, code, order), kappa, onehot, order)
             g += sg * (gu - (ds + sh) * prec)
             Q += iu
         Q += len(data) * np.diag(prec)[None]
@@ -254,7 +281,7 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code):
 
     # start: each unit's increments as close to their empirical values as the move allows (a
     # pair keeps its sum): a function of what the move conditions on, not of the current state
-    start = sum(sg * (empirical_increments(Xs, bs, code) - es) for Xs, bs, es, _, sg in data) / len(data)
+    start = sum(sg * (empirical_increments(Xs, bs, code, order) - es) for Xs, bs, es, _, sg in data) / len(data)
     step, accept = laplace_mh(rng, target, score, start)
     for u, sg in parts:
         eta[u] += sg * step
@@ -263,7 +290,7 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code):
 
 
 def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None,
-                            width=SLICE_WIDTH):
+                            width=SLICE_WIDTH, order: int = 1):
     r"""The step scales' update in (partially) non-centred coordinates: with exponents
     :math:`w_{u,k} \in [0, 1]` (default 1), the coordinates :math:`\tilde\epsilon_{u,k} =
     \delta_{u,k} / \sigma_k^{w_{u,k}}` held fixed and each :math:`\lambda_k = \log\sigma_k` in
@@ -293,7 +320,7 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
         sg = np.exp(lam)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             d = eps * sg[None, :] ** W
-            th = base + walk_offsets(centred(d, groups), code)
+            th = base + walk_offsets(centred(d, groups), code, order)
             f = (unit_loglik(X, th, kappa).sum() - (sg**2).sum() / (2 * s2) + lam.sum()
                  + (wsum * lam).sum() - (d**2 / (2 * sg[None, :] ** 2)).sum())
         return f if np.isfinite(f) else -np.inf
@@ -345,7 +372,8 @@ def _slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
             right = v
 
 
-def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, width=SLICE_WIDTH):
+def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, width=SLICE_WIDTH,
+                           order: int = 1):
     r"""The step scales' update along the increments' conditional: each :math:`\lambda_k =
     \log\sigma_k` in turn drawn by slice sampling with every unit's increments carried along the
     Gaussian approximation of their conditional given :math:`\sigma`.
@@ -386,8 +414,8 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     warm-up only)."""
     U, K1 = delta.shape
     onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
-    e = empirical_increments(X, base, code)
-    _, Q = unit_score_info(X, base + walk_offsets(e, code), kappa, onehot)
+    e = empirical_increments(X, base, code, order)
+    _, Q = unit_score_info(X, base + walk_offsets(e, code, order), kappa, onehot, order)
     Qbar = Q.mean(axis=0)
     s2 = float(prior_scale) ** 2
     if groups is None:
@@ -424,7 +452,7 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
             except np.linalg.LinAlgError:
                 return -np.inf
             sg = np.exp(lv)
-            f = (unit_loglik(X, base + walk_offsets(et, code), kappa).sum() - (sg * sg).sum() / (2 * s2) + lv.sum()
+            f = (unit_loglik(X, base + walk_offsets(et, code, order), kappa).sum() - (sg * sg).sum() / (2 * s2) + lv.sum()
                  - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
         return f if np.isfinite(f) else -np.inf
 

@@ -1,0 +1,223 @@
+"""The walk's carried update (privinfer.pymc.walk_carry): the integer shift, and exact
+invariance of the joint posterior of (increment, cells) checked against enumeration."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+from scipy.special import gammaln, softmax
+
+from privinfer.pymc.walk_carry import carried_update, carry_shift
+
+ALPHA = 1e-3   # each test's false-alarm rate: the samples are independent, so KS and chi-square are exact
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_carry_shift_is_a_zero_sum_integer_vector_near_the_conditional_mean_shift(seed):
+    rng = np.random.default_rng(seed)
+    d = 46
+    theta = rng.normal(0, 1, d)
+    r = rng.random(d)
+    N = 4000
+    h = carry_shift(theta, N, r)
+    assert h.dtype == np.int64 and h.sum() == 0
+    c = r * N * softmax(theta)
+    target = c - r * c.sum() / r.sum()
+    assert np.all(np.abs(h - target) < 1.0)                  # largest remainders: within 1 of the real shift
+    assert np.array_equal(h, carry_shift(theta, N, r))       # a function of the profile
+    assert np.array_equal(carry_shift(theta, N, np.zeros(d)), np.zeros(d, dtype=np.int64))
+
+
+# The tiny posterior.  Two sibling units (one group), two cells each, two categories (one
+# increment per unit, coded 0/1): unit profiles b_u + [0, eta_u], eta_1 = s, eta_2 = -s (the
+# centred increments of a pair; the raw ones are m + s and m - s with m fixed by pair moves),
+# Dirichlet-multinomial cells with concentration kappa given the unit totals, the cells'
+# total T published exactly, and discrete Gaussian measurements of every cell, both unit
+# totals and both category sums.  The target over (s, x) is enumerated: x over the fibre (286
+# points) and s on a fine grid.
+BASE = np.array([[0.2, -0.1], [0.0, 0.3]])
+KAPPA, SIGMA, M, T = 5.0, 0.8, 0.2, 10
+GRID = np.array([[0, 1], [2, 3]])
+CODE = np.array([0, 1])
+ROWS = [[0], [1], [2], [3], [0, 1], [2, 3], [0, 2], [1, 3]]
+ROW_SIGMA = np.array([1.5, 1.5, 1.5, 1.5, 2.0, 2.0, 2.0, 2.0])
+Y = np.array([3.0, 1.0, 2.0, 5.0, 4.0, 6.0, 5.0, 7.0])
+CARRY = np.array([0.9, 0.7, 0.8, 0.6])
+
+
+def _matrix():
+    B = np.zeros((len(ROWS), 4))
+    for r, cells in enumerate(ROWS):
+        B[r, cells] = 1.0
+    return B
+
+
+def _log_target(s, x):
+    """log pi(s, x) up to a constant, vectorized over the grid ``s``."""
+    out = -((M + s) ** 2 + (M - s) ** 2) / (2 * SIGMA**2)
+    for u, sgn in ((0, 1.0), (1, -1.0)):
+        th = BASE[u][None, :] + np.stack([np.zeros_like(s), sgn * s], axis=1)
+        a = KAPPA * softmax(th, axis=1)
+        xu = np.asarray(x)[GRID[u]]
+        N = xu.sum()
+        out = out + gammaln(N + 1) + gammaln(KAPPA) - gammaln(N + KAPPA)
+        out = out + (gammaln(xu + a) - gammaln(a) - gammaln(xu + 1)).sum(axis=1)
+    res = Y - _matrix() @ np.asarray(x, float)
+    return out - (res**2 / (2 * ROW_SIGMA**2)).sum()
+
+
+def _exact():
+    fibre = np.array([x for x in itertools.product(range(T + 1), repeat=4) if sum(x) == T])
+    grid = np.linspace(-8, 8, 16001)
+    logd = np.array([_log_target(grid, x) for x in fibre])
+    top = logd.max()
+    w = np.exp(logd - top)
+    mass = w.sum(axis=1)
+    return fibre, grid, w, mass / mass.sum()
+
+
+def _exact_draws(n, rng):
+    fibre, grid, w, px = _exact()
+    idx = rng.choice(len(fibre), size=n, p=px)
+    s = np.empty(n)
+    for k in np.unique(idx):
+        sel = idx == k
+        cdf = np.cumsum(w[k])
+        s[sel] = np.interp(rng.random(sel.sum()), cdf / cdf[-1], grid)
+    return fibre, grid, w, px, idx, s
+
+
+def _replicated(x, s):
+    """n independent copies of the tiny system as one problem (block-diagonal rows)."""
+    n = s.size
+    B1 = sp.csr_matrix(_matrix())
+    B = sp.block_diag([B1] * n, format="csc")
+    B.sort_indices()
+    grid = (np.arange(n)[:, None, None] * 4 + GRID[None]).reshape(2 * n, 2)
+    eta = np.stack([s, -s], axis=1).reshape(2 * n, 1).copy()
+    delta = eta + M
+    base = np.tile(BASE, (n, 1))
+    y = np.tile(Y, n)
+    w = np.tile(1.0 / (2 * ROW_SIGMA**2), n)
+    cells = np.asarray(x, dtype=np.int64).reshape(-1).copy()
+    res = y - B @ cells.astype(float)
+    pairs = (np.arange(0, 2 * n, 2), np.arange(1, 2 * n, 2))
+    return dict(B=B, grid=grid, eta=eta, delta=delta, base=base, y=y, w=w, cells=cells, res=res, pairs=pairs)
+
+
+def _carry(rng, st, carry=CARRY, widths=0.5):
+    n = st["pairs"][0].size
+    return carried_update(rng, st["cells"], st["res"], st["pairs"], grid=st["grid"], code=CODE, base=st["base"],
+                          eta=st["eta"], delta=st["delta"], sigma=np.array([SIGMA]), kappa=KAPPA,
+                          carry=np.tile(carry, n), row_ptr=st["B"].indptr.astype(np.int64),
+                          rows=st["B"].indices.astype(np.int64), w=st["w"], widths=widths)
+
+
+def _after_one_update(seed, n, carry):
+    """``n`` exact draws of (s, x), each moved by one carried update."""
+    rng = np.random.default_rng(seed)
+    fibre, grid, w, px, idx, s = _exact_draws(n, rng)
+    st = _replicated(fibre[idx], s)
+    x_before = st["cells"].copy()
+    _carry(rng, st, carry=carry)
+    return fibre, grid, w, px, idx, s, st, x_before
+
+
+def _chi2_pvalue(idx_new, px, n):
+    """Chi-square test of the fibre points' frequencies against the exact pmf (cells with an
+    expected count under 5 pooled into one)."""
+    counts = np.bincount(idx_new, minlength=px.size)
+    exp = n * px
+    big = exp >= 5
+    obs = np.append(counts[big], counts[~big].sum())
+    ex = np.append(exp[big], exp[~big].sum())
+    if ex[-1] == 0:
+        obs, ex = obs[:-1], ex[:-1]
+    return stats.chisquare(obs, ex).pvalue
+
+
+def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invariant():
+    # exact draws of (s, x) -> one carried update of each -> still exact draws: the increment's
+    # marginal (KS against the enumerated marginal), the cells' joint pmf (chi-square) and
+    # their dependence (chi-square of the points given the sign of s) are tested
+    n = 20000
+    fibre, grid, w, px, idx, s, st, x_before = _after_one_update(5, n, CARRY)
+    cells = st["cells"].reshape(n, 4)
+    s_new = st["eta"].reshape(n, 2)[:, 0]
+    # exact bookkeeping: the pair keeps its sums, the residuals follow the cells, every total holds
+    assert np.allclose(st["eta"].reshape(n, 2).sum(axis=1), 0.0)
+    assert np.allclose(st["delta"].reshape(n, 2).sum(axis=1), 2 * M)
+    assert np.allclose(st["res"], st["y"] - st["B"] @ st["cells"].astype(float))
+    assert np.array_equal(cells[:, :2].sum(1), x_before.reshape(n, 4)[:, :2].sum(1))   # unit totals kept
+    assert cells.min() >= 0
+    # it moves: the cells follow the profile
+    changed = np.any(cells != x_before.reshape(n, 4), axis=1)
+    assert changed.mean() > 0.3
+    assert np.mean(np.abs(s_new - s)) > 0.2
+    marg = w.T @ (px / w.sum(axis=1))              # the enumerated marginal density of s on the grid
+    cdf = np.cumsum(marg)
+    cdf /= cdf[-1]
+    assert stats.kstest(s_new, lambda v: np.interp(v, grid, cdf)).pvalue > ALPHA
+    lookup = {tuple(p): k for k, p in enumerate(fibre)}
+    idx_new = np.array([lookup[tuple(c)] for c in cells])
+    assert _chi2_pvalue(idx_new, px, n) > ALPHA
+    # joint: the fibre points' pmf given s > 0 (exact: the enumerated weights on s > 0)
+    pos = grid > 0
+    p_pos = (w[:, pos].sum(axis=1) / w.sum(axis=1)) * px
+    sel = s_new > 0
+    assert _chi2_pvalue(idx_new[sel], p_pos / p_pos.sum(), int(sel.sum())) > ALPHA
+
+
+def test_without_carry_the_cells_stay_and_the_update_is_the_increments_conditional():
+    # carry fractions 0: h = 0, the cells never move and the update is the exact conditional of
+    # the increment given the cells (checked against each draw's own enumerated conditional by
+    # the probability integral transform, uniform when exact)
+    n = 4000
+    fibre, grid, w, px, idx, s, st, x_before = _after_one_update(6, n, np.zeros(4))
+    assert np.array_equal(st["cells"], x_before)
+    s_new = st["eta"].reshape(n, 2)[:, 0]
+    cdfs = np.cumsum(w, axis=1)
+    pit = np.array([np.interp(v, grid, cdfs[k] / cdfs[k, -1]) for v, k in zip(s_new, idx)])
+    assert stats.kstest(pit, "uniform").pvalue > ALPHA
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_order(order):
+    # three age groups (two increments per unit), four sibling units in one group: after the
+    # update every unit's xi = x - h(theta) is unchanged, theta computed from the new increments
+    # by the walk of the given order (a second-order walk: cumsum of the increments are the steps)
+    from privinfer.pymc.walk_kernel import walk_offsets
+
+    rng = np.random.default_rng(8)
+    U, code = 4, np.array([0, 1, 2, 0, 1, 2])
+    d = code.size
+    x = rng.integers(5, 40, U * d).astype(np.int64)
+    grid = np.arange(U * d).reshape(U, d)
+    B = sp.vstack([sp.identity(U * d), sp.csr_matrix(np.kron(np.eye(U), np.ones((1, d))))], format="csc")
+    B.sort_indices()
+    y = B @ x + rng.normal(0, 3, B.shape[0])
+    w = np.full(B.shape[0], 1.0 / (2 * 9.0))
+    base = rng.normal(0, 0.3, (U, d))
+    delta = rng.normal(0, 0.3, (U, 2))
+    eta = delta - delta.mean(axis=0)
+    carry = rng.uniform(0.3, 0.9, U * d)
+
+    def xi(cells, e):
+        th = base + walk_offsets(e, code, order)
+        return np.concatenate([cells[grid[u]] - carry_shift(th[u], cells[grid[u]].sum(), carry[grid[u]])
+                               for u in range(U)])
+
+    before = xi(x, eta)
+    x_old = x.copy()
+    res = y - B @ x.astype(float)
+    carried_update(rng, x, res, (np.array([0, 2]), np.array([1, 3])), grid=grid, code=code, base=base, eta=eta,
+                   delta=delta, sigma=np.array([0.4, 0.3]), kappa=200.0, carry=carry,
+                   row_ptr=B.indptr.astype(np.int64), rows=B.indices.astype(np.int64), w=w, walk_order=order)
+    assert np.any(x != x_old)
+    np.testing.assert_array_equal(xi(x, eta), before)
+    np.testing.assert_allclose(eta, delta - delta.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(res, y - B @ x.astype(float), atol=1e-9)
