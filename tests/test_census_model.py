@@ -107,7 +107,8 @@ def test_walk_gibbs_tunes_its_slice_widths_during_warm_up_only():
     point = model.initial_point()
     walk.step(point)                       # after warm-up the widths are constants of the chain
     np.testing.assert_array_equal(walk.width, frozen)
-    assert walk.carry_width.shape == (2,) and np.all(walk.carry_width > 0) and np.all(walk.carry_width != CARRY_WIDTH)
+    # second-order walk over 3 age groups: 2 splits and 2 changes of slope
+    assert walk.carry_width.shape == (4,) and np.all(walk.carry_width > 0) and np.all(walk.carry_width != CARRY_WIDTH)
     walk.reset_tuning()
     assert walk.n_tunes == 0 and np.all(walk.width == SLICE_WIDTH) and np.all(walk.carry_width == CARRY_WIDTH)
 

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy import stats
 from scipy.special import gammaln, softmax
 
-from privinfer.pymc.walk_carry import carried_update, carry_shift
+from privinfer.pymc.walk_carry import carried_update, carry_directions, carry_shift
 
 ALPHA = 1e-3   # each test's false-alarm rate: the samples are independent, so KS and chi-square are exact
 
@@ -221,3 +221,16 @@ def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_or
     np.testing.assert_array_equal(xi(x, eta), before)
     np.testing.assert_allclose(eta, delta - delta.mean(axis=0), atol=1e-12)
     np.testing.assert_allclose(res, y - B @ x.astype(float), atol=1e-9)
+
+
+def test_carry_directions_split_old_from_young_at_every_age():
+    # first order: the coordinates; second order: raw directions whose cumulative sums (the
+    # steps) are the unit vectors -- one step changes, every later age moves together -- and
+    # the coordinates (a change of slope)
+    from privinfer.pymc.walk_kernel import slopes
+
+    np.testing.assert_array_equal(carry_directions(4, 1), np.eye(4))
+    D = carry_directions(4, 2)
+    assert D.shape == (8, 4)
+    np.testing.assert_allclose(slopes(D[:4], 2), np.eye(4))
+    np.testing.assert_array_equal(D[4:], np.eye(4))

@@ -293,8 +293,8 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         moves per pair of sibling units, exact and interwoven updates of the scales);
         ``"nuts"``: partially non-centred increments, with the rest of the parameters by NUTS;
         ``"auto"`` (default): ``"gibbs"`` from :data:`GIBBS_UNITS` lowest-level units on,
-        ``"nuts"`` below.  Measured on Kentucky tracts, 2 x (300 + 300) iterations: with 17
-        tracts NUTS mixes the step scales better (max R-hat 1.02 against 1.10); with 94 tracts
+        ``"nuts"`` below.  Measured on Kentucky tracts with the first-order walk, before the
+        carried update, 2 x (300 + 300) iterations: with 17 tracts NUTS mixes the step scales better (max R-hat 1.02 against 1.10); with 94 tracts
         WalkGibbs does (parameters' max R-hat 1.09 against 1.13, 83 s); with all 1,083 tracts
         NUTS's trajectories grow so long that 2 x 600 iterations did not finish in an hour,
         while WalkGibbs took 17 minutes for 2 x (700 + 300) (2.4 GB peak memory).

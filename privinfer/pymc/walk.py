@@ -60,6 +60,7 @@ from pytensor.graph.replace import graph_replace
 from .measured import latent_measurements
 from .registry import WalkInfo, model_registry
 from .walk_carry import CARRY_WIDTH, carried_update
+from .walk_carry import carry_directions as directions_of_carry
 from .walk_kernel import (SLICE_WIDTH, centred, move_update, refresh_group_means, scale_draw, scale_update_noncentred,
                           scale_update_transport, sibling_pairs)
 
@@ -246,7 +247,8 @@ class WalkGibbs(ArrayStepShared):
                                             **(compile_kwargs or {}))
         K1 = int(np.asarray(initial_point[scales_v.name]).size)
         self.width = np.full(K1, SLICE_WIDTH)
-        self.carry_width = np.full(K1, CARRY_WIDTH)
+        self._carry_dirs = directions_of_carry(K1, info.order)
+        self.carry_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
         self._latent_name = latent_v.name
         self._rows = None
         if info.carry is not None:
@@ -312,9 +314,10 @@ class WalkGibbs(ArrayStepShared):
             carry_evals, moved = carried_update(self.rng, cells, res, pairs, grid=info.grid, code=info.code,
                                                 base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
                                                 carry=info.carry, row_ptr=row_ptr, rows=rows, w=wts,
-                                                widths=self.carry_width, walk_order=info.order,
+                                                directions=self._carry_dirs, widths=self.carry_width,
+                                                walk_order=info.order,
                                                 per_pair=None if self.carry_directions is None
-                                                else min(self.carry_directions, delta.shape[1]))
+                                                else min(self.carry_directions, self._carry_dirs.shape[0]))
             if self.tune:
                 moved = np.where(np.isfinite(moved), np.clip(2.0 * moved, 1e-3, 4 * CARRY_WIDTH), self.carry_width)
                 self.carry_width = (self.carry_width * self.n_tunes + moved) / (self.n_tunes + 1.0)

@@ -48,7 +48,7 @@ import numpy as np
 
 from .._special import lgamma_ratio_scalar
 
-__all__ = ["carry_shift", "carried_update", "CARRY_WIDTH"]
+__all__ = ["carry_shift", "carried_update", "carry_directions", "CARRY_WIDTH"]
 
 #: Initial slice width of the carried update's coefficient :math:`\Delta` (each direction's
 #: width is tuned during warm-up by :class:`~privinfer.pymc.WalkGibbs`).
@@ -260,6 +260,19 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
 @numba.njit(cache=True)
 def _seed(seed):
     np.random.seed(seed)
+
+
+def carry_directions(K1: int, order: int = 1) -> np.ndarray:
+    """The carried update's directions ``(k, K-1)`` in the raw increments: for a first-order
+    walk the coordinates (each moves every category past one step against those before it: old
+    against young, split at one age); for a second-order walk the same splits (raw directions
+    :math:`e_a - e_{a+1}`, which change one step only) and the coordinates (a change of slope
+    from one age on)."""
+    eye = np.eye(K1)
+    if order != 2:
+        return eye
+    split = eye - np.eye(K1, k=1)
+    return np.vstack([split, eye])
 
 
 def carry_shift(theta, N, r) -> np.ndarray:
