@@ -71,13 +71,13 @@ def _softmax_terms(theta, out):
 
 
 @numba.njit(cache=True)
-def _shift(theta, N, r, rsum, out, frac):
-    """h(theta) of one unit (module docstring) into ``out`` (int64); ``frac`` scratch."""
-    d = theta.size
-    s = _softmax_terms(theta, frac)
+def _shift(p, s, N, r, rsum, out, frac):
+    """h(theta) of one unit (module docstring) into ``out`` (int64), from its softmax terms ``p``
+    and their sum ``s`` (:func:`_softmax_terms`); ``frac`` scratch."""
+    d = p.size
     tot = 0.0
     for i in range(d):
-        frac[i] = r[i] * N * frac[i] / s
+        frac[i] = r[i] * N * p[i] / s
         tot += frac[i]
     corr = tot / rsum if rsum > 0.0 else 0.0
     k = 0
@@ -111,18 +111,19 @@ def _profile(base_u, eta_u, sgn, Delta, D, code, worder, theta, level):
 
 
 @numba.njit(cache=True)
-def _unit_terms(cells, xi, theta, N, r, rsum, kappa, x, row_ptr, rows, acc, mark, touched, n_touched, hbuf, frac):
+def _unit_terms(cells, xi, theta, N, r, rsum, kappa, x, row_ptr, rows, acc, mark, touched, n_touched, hbuf, frac,
+                pbuf):
     """Dirichlet-multinomial terms of one unit at cells xi + h(theta); accumulates the cells'
     changes from ``x`` into the rows.  Returns (log terms, n_touched), -inf when a cell < 0."""
     d = cells.size
-    _shift(theta, N, r, rsum, hbuf, frac)
-    s = _softmax_terms(theta, frac)
+    s = _softmax_terms(theta, pbuf)
+    _shift(pbuf, s, N, r, rsum, hbuf, frac)
     out = 0.0
     for i in range(d):
         xv = xi[i] + hbuf[i]
         if xv < 0:
             return -np.inf, n_touched
-        a = kappa * frac[i] / s
+        a = kappa * pbuf[i] / s
         out += lgamma_ratio_scalar(a, float(xv)) - math.lgamma(xv + 1.0)
         dx = xv - x[cells[i]]
         if dx != 0:
@@ -139,7 +140,7 @@ def _unit_terms(cells, xi, theta, N, r, rsum, kappa, x, row_ptr, rows, acc, mark
 
 @numba.njit(cache=True)
 def _log_density(Delta, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res,
-                 row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac):
+                 row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf):
     K1 = D.size
     out = 0.0
     for a in range(K1):
@@ -152,13 +153,13 @@ def _log_density(Delta, D, u, v, grid, code, worder, base, eta, delta, inv_s2, k
     _profile(base[u], eta[u], 1.0, Delta, D, code, worder, theta, level)
     cu = grid[u]
     lu, n_touched = _unit_terms(cu, xi_u, theta, float(N[u]), r[u], rsum[u], kappa, x, row_ptr, rows, acc,
-                                mark, touched, n_touched, hbuf, frac)
+                                mark, touched, n_touched, hbuf, frac, pbuf)
     out += lu
     if v >= 0 and np.isfinite(out):
         _profile(base[v], eta[v], -1.0, Delta, D, code, worder, theta, level)
         cv = grid[v]
         lv, n_touched = _unit_terms(cv, xi_v, theta, float(N[v]), r[v], rsum[v], kappa, x, row_ptr, rows, acc,
-                                    mark, touched, n_touched, hbuf, frac)
+                                    mark, touched, n_touched, hbuf, frac, pbuf)
         out += lv
     for j in range(n_touched):
         rr = touched[j]
@@ -172,13 +173,13 @@ def _log_density(Delta, D, u, v, grid, code, worder, base, eta, delta, inv_s2, k
 
 @numba.njit(cache=True)
 def _commit(Delta, D, u, v, grid, code, worder, base, eta, delta, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows,
-            theta, level, hbuf, frac):
+            theta, level, hbuf, frac, pbuf):
     for sgn, unit, xi in ((1.0, u, xi_u), (-1.0, v, xi_v)):
         if unit < 0:
             continue
         _profile(base[unit], eta[unit], sgn, Delta, D, code, worder, theta, level)
         cells = grid[unit]
-        _shift(theta, float(N[unit]), r[unit], rsum[unit], hbuf, frac)
+        _shift(pbuf, _softmax_terms(theta, pbuf), float(N[unit]), r[unit], rsum[unit], hbuf, frac)
         for i in range(cells.size):
             c = cells[i]
             dx = xi[i] + hbuf[i] - x[c]
@@ -203,6 +204,7 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
     level = np.empty(K1 + 1)
     hbuf = np.empty(d, dtype=np.int64)
     frac = np.empty(d)
+    pbuf = np.empty(d)
     xi_u = np.empty(d, dtype=np.int64)
     xi_v = np.empty(d, dtype=np.int64)
     evals = 0
@@ -217,11 +219,11 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
                     continue
                 _profile(base[unit], eta[unit], sgn, 0.0, D, code, worder, theta, level)
                 cells = grid[unit]
-                _shift(theta, float(N[unit]), r[unit], rsum[unit], hbuf, frac)
+                _shift(pbuf, _softmax_terms(theta, pbuf), float(N[unit]), r[unit], rsum[unit], hbuf, frac)
                 for i in range(d):
                     xi[i] = x[cells[i]] - hbuf[i]
             f0 = _log_density(0.0, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v,
-                              x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac)
+                              x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf)
             evals += 1
             lev = f0 + math.log(np.random.random())
             wd = widths[k]
@@ -230,20 +232,20 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
             for _ in range(_MAX_OUT):
                 evals += 1
                 if _log_density(left, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u,
-                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac) <= lev:
+                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf) <= lev:
                     break
                 left -= wd
             for _ in range(_MAX_OUT):
                 evals += 1
                 if _log_density(right, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u,
-                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac) <= lev:
+                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf) <= lev:
                     break
                 right += wd
             while True:
                 t = left + (right - left) * np.random.random()
                 evals += 1
                 ft = _log_density(t, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v,
-                                  x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac)
+                                  x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf)
                 if ft > lev:
                     break
                 if t < 0.0:
@@ -253,7 +255,7 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
             moved[k] += abs(t)
             used[k] += 1.0
             _commit(t, D, u, v, grid, code, worder, base, eta, delta, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows,
-                    theta, level, hbuf, frac)
+                    theta, level, hbuf, frac, pbuf)
     return evals
 
 
@@ -281,7 +283,8 @@ def carry_shift(theta, N, r) -> np.ndarray:
     theta = np.ascontiguousarray(theta, dtype=float)
     r = np.ascontiguousarray(r, dtype=float)
     out = np.empty(theta.size, dtype=np.int64)
-    _shift(theta, float(N), r, float(r.sum()), out, np.empty(theta.size))
+    p = np.empty(theta.size)
+    _shift(p, _softmax_terms(theta, p), float(N), r, float(r.sum()), out, np.empty(theta.size))
     return out
 
 
