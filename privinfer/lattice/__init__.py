@@ -91,13 +91,13 @@ from .moves import (
     moves_for,
     sweep_order,
 )
-from .measured import SPREAD, MeasuredPairs, SweepCounts, measured_pair_sweeps, rounded_normal_logmass
+from .measured import SPREAD, MeasuredPairs, MeasurementRows, SweepCounts, measured_pair_sweeps, rounded_normal_logmass
 from .nested import NestedSumSampler, NestedTree, nested_block_kernel
 
 __all__ = [
     "LOG_DROP", "GroupTree", "GroupSumSampler", "BlockInfo", "block_kernel", "separable_cell_logp", "SeparableCells", "unimodal_windows",
     "NestedTree", "NestedSumSampler", "nested_block_kernel",
-    "MeasuredPairs", "SweepCounts", "measured_pair_sweeps", "rounded_normal_logmass", "SPREAD",
+    "MeasuredPairs", "MeasurementRows", "SweepCounts", "measured_pair_sweeps", "rounded_normal_logmass", "SPREAD",
     "BurnInCertificate", "certify_burn_in", "coupled_sweep", "iterations_to_threshold",
     "maximal_coupling_double_geometric", "sample_meeting_times", "tv_upper_bound",
     "CellSum", "WholeVector", "LinearQueries", "LocalLogDensity", "L1Target", "L2Target", "GaussianTarget",

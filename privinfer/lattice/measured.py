@@ -50,7 +50,7 @@ import scipy.sparse as sp
 
 from .._special import lgamma_ratio_scalar
 
-__all__ = ["MeasuredPairs", "SPREAD", "SweepCounts", "measured_pair_sweeps", "rounded_normal_logmass"]
+__all__ = ["MeasurementRows", "MeasuredPairs", "SPREAD", "SweepCounts", "measured_pair_sweeps", "rounded_normal_logmass"]
 
 #: Proposal spread relative to the conditional's Gaussian scale along a line.
 SPREAD = 1.3
@@ -235,9 +235,39 @@ class SweepCounts:
         return self.accepted / self.proposed if self.proposed else float("nan")
 
 
-class MeasuredPairs:
-    r"""The static structure of the target (module docstring): measurement rows of every cell,
-    their weights :math:`w_r = 1/(2\sigma_r^2)`, the families of partner groups, and the units of
+class MeasurementRows:
+    r"""The measurement term's structure: the rows holding every cell (``row_ptr``, ``rows``:
+    the CSC pattern of the query matrix, sorted) and their weights :math:`w_r = 1/(2\sigma_r^2)`.
+
+    Parameters
+    ----------
+    B
+        ``(m, n)`` sparse 0/1 query matrix (rows: measured sums; columns: cells).
+    sigma
+        ``(m,)`` discrete Gaussian scale parameter of every row.
+    """
+
+    def __init__(self, B, sigma):
+        B = sp.csc_matrix(B)
+        m, n = B.shape
+        sigma = np.asarray(sigma, dtype=float)
+        if sigma.shape != (m,) or not np.all(np.isfinite(sigma)) or np.any(sigma <= 0):
+            raise ValueError(f"sigma must hold {m} finite scales > 0")
+        B.sort_indices()
+        self.n, self.m = n, m
+        self.row_ptr = B.indptr.astype(np.int64)
+        self.rows = B.indices.astype(np.int64)
+        self.B = B.tocsr()
+        self.w = 1.0 / (2.0 * sigma**2)
+
+    def residuals(self, x, y) -> np.ndarray:
+        """``u = y - B x`` (float)."""
+        return np.asarray(y, dtype=float) - self.B @ np.asarray(x, dtype=float)
+
+
+class MeasuredPairs(MeasurementRows):
+    r"""The static structure of the target (module docstring): measurement rows of every cell and
+    their weights (:class:`MeasurementRows`), the families of partner groups, and the units of
     the Dirichlet-multinomial prior.
 
     Parameters
@@ -257,17 +287,8 @@ class MeasuredPairs:
     """
 
     def __init__(self, B, sigma, families, unit=None):
-        B = sp.csc_matrix(B)
-        m, n = B.shape
-        sigma = np.asarray(sigma, dtype=float)
-        if sigma.shape != (m,) or not np.all(np.isfinite(sigma)) or np.any(sigma <= 0):
-            raise ValueError(f"sigma must hold {m} finite scales > 0")
-        B.sort_indices()
-        self.n, self.m = n, m
-        self.row_ptr = B.indptr.astype(np.int64)
-        self.rows = B.indices.astype(np.int64)
-        self.B = B.tocsr()
-        self.w = 1.0 / (2.0 * sigma**2)
+        super().__init__(B, sigma)
+        n = self.n
         if not families:
             raise ValueError("give at least one family of partner groups")
         weights = np.array([float(wt) for _, wt in families])
@@ -304,10 +325,6 @@ class MeasuredPairs:
             self.unit = unit
             self.n_units = int(unit.max()) + 1 if n else 0
             self.has_prior = True
-
-    def residuals(self, x, y) -> np.ndarray:
-        """``u = y - B x`` (float)."""
-        return np.asarray(y, dtype=float) - self.B @ np.asarray(x, dtype=float)
 
     def log_target(self, x, y, alpha=None) -> float:
         """:math:`\\log\\pi(x)` up to a constant (for checks)."""

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
-import scipy.sparse as sp
 import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.logprob.transforms import LogTransform
@@ -57,6 +56,7 @@ from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pytensor.graph.replace import graph_replace
 
+from ..lattice import MeasurementRows
 from .measured import latent_measurements
 from .registry import WalkInfo, model_registry
 from .walk_carry import CARRY_WIDTH, carried_update
@@ -250,13 +250,10 @@ class WalkGibbs(ArrayStepShared):
         self._carry_dirs = directions_of_carry(K1, info.order)
         self.carry_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
         self._latent_name = latent_v.name
-        self._rows = None
+        self._rows = self._y = None
         if info.carry is not None:
-            mech, y = latent_measurements(model, info.latent)
-            B = sp.csc_matrix(mech.matrix)
-            B.sort_indices()
-            self._rows = (B.indptr.astype(np.int64), B.indices.astype(np.int64),
-                          1.0 / (2.0 * np.asarray(mech.row_sigma, dtype=float) ** 2), B.tocsr(), np.asarray(y, float))
+            mech, self._y = latent_measurements(model, info.latent)
+            self._rows = MeasurementRows(mech.matrix, mech.row_sigma)
         self._cells_out = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
@@ -264,6 +261,11 @@ class WalkGibbs(ArrayStepShared):
         self.width = np.full(self.width.size, SLICE_WIDTH)
         self.carry_width = np.full(self.carry_width.size, CARRY_WIDTH)
         self.n_tunes = 0.0
+
+    def _running_mean(self, width, moved):
+        """A slice width's warm-up value after one more iteration: the running mean of twice the
+        moves' sizes (``moved``, already doubled and clipped) over ``n_tunes + 1`` iterations."""
+        return (width * self.n_tunes + moved) / (self.n_tunes + 1.0)
 
     def step(self, point):
         """PyMC's step, then the cells moved by the carried update written into the point."""
@@ -304,23 +306,23 @@ class WalkGibbs(ArrayStepShared):
             moves += acc.size
         carry_evals = 0
         if self._rows is not None:
-            row_ptr, rows, wts, Bcsr, y = self._rows
+            rows = self._rows
             cells = np.array(x, dtype=np.int64)
-            res = y - Bcsr @ cells.astype(float)
+            res = rows.residuals(cells, self._y)
             if groups is None:
                 pairs = (np.arange(delta.shape[0]), np.full(delta.shape[0], -1))
             else:
                 pairs = sibling_pairs(self.rng, groups)
             carry_evals, moved = carried_update(self.rng, cells, res, pairs, grid=info.grid, code=info.code,
                                                 base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
-                                                carry=info.carry, row_ptr=row_ptr, rows=rows, w=wts,
+                                                carry=info.carry, row_ptr=rows.row_ptr, rows=rows.rows, w=rows.w,
                                                 directions=self._carry_dirs, widths=self.carry_width,
                                                 walk_order=info.order,
                                                 per_pair=None if self.carry_directions is None
                                                 else min(self.carry_directions, self._carry_dirs.shape[0]))
             if self.tune:
                 moved = np.where(np.isfinite(moved), np.clip(2.0 * moved, 1e-3, 4 * CARRY_WIDTH), self.carry_width)
-                self.carry_width = (self.carry_width * self.n_tunes + moved) / (self.n_tunes + 1.0)
+                self.carry_width = self._running_mean(self.carry_width, moved)
             self._cells_out = cells
             X = cells.astype(float)[info.grid]
         if groups is not None:
@@ -336,7 +338,7 @@ class WalkGibbs(ArrayStepShared):
                                                           width=self.width, order=info.order)
         if self.tune:
             moved = np.clip(2.0 * np.abs(np.log(sigma) - before), 1e-3, SLICE_WIDTH * 4)
-            self.width = (self.width * self.n_tunes + moved) / (self.n_tunes + 1.0)
+            self.width = self._running_mean(self.width, moved)
             self.n_tunes += 1.0
         point[self._names[0]] = np.log(sigma)
         point[self._names[1]] = delta
