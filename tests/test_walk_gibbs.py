@@ -438,3 +438,21 @@ def test_second_order_pair_moves_leave_the_exact_conditional_invariant():
         edges = np.r_[g - h / 2, g[-1] + h / 2]
         cdf = np.r_[0.0, np.cumsum(marg)]
         assert stats.kstest(eta[u, k], lambda v: np.interp(v, edges, cdf)).pvalue > ALPHA / 2
+
+
+def test_scoring_steps_that_overshoot_into_non_finite_values_are_halved():
+    # log p(D) = log D - D (mode 1), not finite for D <= 0 as the walk's score is not where the
+    # category shares underflow.  Newton's step D -> 2D - D^2 (error e -> e^2) overshoots the
+    # domain from D >= 2 (from 3 it lands at -3, from 5 at -15); halved, it lands inside, and
+    # from there the error squares each step.  The loop stops once the Newton decrement
+    # (1 - D)^2 of a step is below NEWTON_TOL, so the error after it is below NEWTON_TOL.
+    # Without backtracking the moves from 3 and 5 are lost (flagged).
+    def score(D):
+        with np.errstate(divide="ignore"):
+            inside = D > 0
+            return np.where(inside, 1.0 / D - 1.0, np.nan), np.where(inside, 1.0 / D**2, np.nan)[..., None]
+
+    D, Q, L, ok = wk._newton(score, np.array([[3.0], [5.0], [0.5], [1.2]]), wk.MAX_NEWTON)
+    assert ok.all()
+    assert np.all(np.abs(D[:, 0] - 1.0) < wk.NEWTON_TOL)
+    assert np.allclose(L[:, 0, 0], 1.0 / D[:, 0])

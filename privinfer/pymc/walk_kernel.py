@@ -67,6 +67,8 @@ NEWTON_TOL = 1e-2
 #: steps fell short and the pair moves' acceptance on 12 Kentucky counties was 0.05-0.19
 #: (0.88 at 100, where the scoring converges from the same start).
 MAX_STEP = 100.0
+#: Backtracking: a scoring step into non-finite values is halved at most this many times.
+MAX_HALVING = 30
 #: Slice sampling of each log step scale (non-centred update): initial interval width and the
 #: most stepping-out steps on each side.
 SLICE_WIDTH = 0.5
@@ -196,25 +198,44 @@ def _log_q(r2, k):
     return np.logaddexp(np.log1p(-TAIL) + log_g, np.log(TAIL) + log_t)
 
 
+def _finite(g, Q):
+    return np.isfinite(g).all(axis=1) & np.isfinite(Q).all(axis=(1, 2))
+
+
+def _score(score, D):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+        return score(D)
+
+
 def _newton(score, D, iters: int):
-    """Scoring iterations from ``D`` toward the modes; the moves whose gradient or precision is
-    not finite (or not positive definite) at the end are flagged.  Returns the modes, the
-    precisions there, their Cholesky factors and the flags of usable moves."""
+    """Scoring iterations from ``D`` toward the modes.  A step that lands where the gradient or
+    precision is not finite (an overshoot into logits where the category shares underflow) is
+    halved until it does not, at most MAX_HALVING times; the moves whose gradient or precision
+    is not finite (or not positive definite) at the end are flagged.  Every step is a function
+    of ``D`` and ``score`` only.  Returns the modes, the precisions there, their Cholesky
+    factors and the flags of usable moves."""
     n, k = D.shape
     eye = np.eye(k)
+    g, Q = _score(score, D)
     for _ in range(iters):
-        g, Q = score(D)
-        bad = ~(np.isfinite(g).all(axis=1) & np.isfinite(Q).all(axis=(1, 2)))
+        bad = ~_finite(g, Q)
         Q = np.where(bad[:, None, None], eye, Q)
         step = np.where(bad[:, None], 0.0, np.linalg.solve(Q, np.where(bad[:, None], 0.0, g)[..., None])[..., 0])
         # damped: at most MAX_STEP in the metric of Q (the first steps from a far start)
         size = np.sqrt(np.maximum(np.einsum("mk,mk->m", g, step), 0.0))
         step *= np.minimum(1.0, MAX_STEP / np.maximum(size, 1e-300))[:, None]
+        g, Q = _score(score, D + step)
+        for _ in range(MAX_HALVING):
+            over = ~bad & ~_finite(g, Q)
+            if not over.any():
+                break
+            step[over] *= 0.5
+            g_half, Q_half = _score(score, D + step)
+            g[over], Q[over] = g_half[over], Q_half[over]
         D = D + step
         if np.max(size) ** 2 < NEWTON_TOL:
             break
-    g, Q = score(D)
-    ok = np.isfinite(g).all(axis=1) & np.isfinite(Q).all(axis=(1, 2)) & np.isfinite(D).all(axis=1)
+    ok = _finite(g, Q) & np.isfinite(D).all(axis=1)
     Q = np.where(ok[:, None, None], Q, eye)
     L = np.empty_like(Q)
     for j in range(n):                        # batched Cholesky raises for the whole batch
