@@ -363,6 +363,14 @@ def test_walk_gibbs_refuses_what_it_cannot_sample():
     with hierarchy_model(rel, smooth="age", walk_steps="nuts"):
         with pytest.raises(ValueError, match="one walk registered"):
             WalkGibbs()
+    from privinfer.pymc.registry import model_registry
+
+    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
+    info = model_registry(model)["lattice"]["x"]
+    info.releases.append(info.releases[0])          # observed twice: no one measurement file
+    with model:
+        with pytest.raises(ValueError, match="^WalkGibbs .carried update. needs 'x' observed through exactly one"):
+            WalkGibbs()
 
 
 def test_register_walk_refuses_bad_carry_fractions():
@@ -456,3 +464,10 @@ def test_scoring_steps_that_overshoot_into_non_finite_values_are_halved():
     assert ok.all()
     assert np.all(np.abs(D[:, 0] - 1.0) < wk.NEWTON_TOL)
     assert np.allclose(L[:, 0, 0], 1.0 / D[:, 0])
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_increments_from_steps_inverts_slopes(order):
+    eta = np.random.default_rng(5).normal(size=(4, 6))
+    assert np.allclose(wk.increments_from_steps(wk.slopes(eta, order), order), eta)
+    assert np.allclose(wk.slopes(wk.increments_from_steps(eta, order), order), eta)

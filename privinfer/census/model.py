@@ -71,7 +71,7 @@ from ..invariants import split_group_totals
 from ..lattice import MoveCycle, PairMoves
 from ..mechanisms.hierarchy import HierarchyMeasurements
 from ..mechanisms.noisy_measurements import MeasurementRelease
-from ..pymc import DirichletMultinomialCells, lattice_latent, observe, register_walk
+from ..pymc import DirichletMultinomialCells, increments_from_steps, lattice_latent, observe, register_walk
 
 __all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS"]
 
@@ -179,7 +179,7 @@ def _walk_noncentering(hier, axis: int, est, order: int = 1) -> np.ndarray:
         logr = logr - np.diff(np.log(npar), axis=1)[np.asarray(hier.parent[L], dtype=np.int64)]
     var = s2[:, 1:] + s2[:, :-1]
     if order == 2:
-        logr = np.concatenate([logr[:, :1], np.diff(logr, axis=1)], axis=1)
+        logr = increments_from_steps(logr, order)
         var = np.concatenate([var[:, :1], s2[:, 2:] + 4.0 * s2[:, 1:-1] + s2[:, :-2]], axis=1)
     return _noncentering_weights(logr, var)
 

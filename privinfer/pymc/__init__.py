@@ -15,13 +15,15 @@
   with ``lattice_latent(..., sampler="measured_pairs")``).
 * :class:`WalkGibbs` -- blocked Gibbs updates of the random-walk departures of many units of
   Dirichlet-multinomial cells and their step scales (assigned by ``pm.sample()`` to walks
-  recorded with :func:`register_walk`).
+  recorded with :func:`register_walk`); :func:`increments_from_steps`, a walk's raw increments
+  from its steps.
 """
 
 from .measured import DirichletMultinomialCells, MeasuredPairsGibbs
 from .latents import ConditionalPrior, affine_latent, constrained_vector, lattice_latent, prior_logp, started
 from .observe import add_augmented_log_likelihood, observe, posterior_predictive_releases
 from .walk import WalkGibbs, register_walk
+from .walk_kernel import increments_from_steps
 from .steps import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
 
 register_step_methods()
@@ -44,4 +46,5 @@ __all__ = [
     "DirichletMultinomialCells",
     "WalkGibbs",
     "register_walk",
+    "increments_from_steps",
 ]

@@ -100,25 +100,27 @@ def _latent_info(model, vars):
     return rv, value, info
 
 
-def _measurements(info):
-    """The one NoisyMeasurements release observed on the latent: ``(mechanism, y)``."""
+def _measurements(info, user: str = "MeasuredPairsGibbs"):
+    """The one NoisyMeasurements release observed on the latent: ``(mechanism, y)``; ``user``
+    names the sampler in the errors."""
     rel = [r for r in info.releases if isinstance(r.mechanism, NoisyMeasurements)]
     if len(rel) != 1 or len(info.releases) != 1:
-        raise ValueError(f"MeasuredPairsGibbs needs '{info.name}' observed through exactly one NoisyMeasurements "
+        raise ValueError(f"{user} needs '{info.name}' observed through exactly one NoisyMeasurements "
                          "release (privinfer.pymc.observe) and nothing else")
     mech = rel[0].mechanism
     if np.any((mech.matrix.data != 1.0)):
-        raise ValueError("MeasuredPairsGibbs needs 0/1 queries (sums of cells)")
+        raise ValueError(f"{user} needs 0/1 queries (sums of cells)")
     return mech, np.asarray(rel[0].y, dtype=float)
 
 
-def latent_measurements(model, name: str):
+def latent_measurements(model, name: str, user: str = "MeasuredPairsGibbs"):
     """The one :class:`~privinfer.mechanisms.NoisyMeasurements` release observed on the lattice
-    latent ``name`` of ``model``, with 0/1 queries: ``(mechanism, y)`` (clear errors otherwise)."""
+    latent ``name`` of ``model``, with 0/1 queries: ``(mechanism, y)`` (clear errors otherwise,
+    naming the sampler ``user``)."""
     info = model_registry(model)["lattice"].get(name)
     if info is None:
         raise ValueError(f"'{name}' is not a lattice latent: create it with privinfer.pymc.lattice_latent")
-    return _measurements(info)
+    return _measurements(info, user)
 
 
 def _registered_families(moves):

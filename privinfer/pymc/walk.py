@@ -252,7 +252,7 @@ class WalkGibbs(ArrayStepShared):
         self._latent_name = latent_v.name
         self._rows = self._y = None
         if info.carry is not None:
-            mech, self._y = latent_measurements(model, info.latent)
+            mech, self._y = latent_measurements(model, info.latent, "WalkGibbs (carried update)")
             self._rows = MeasurementRows(mech.matrix, mech.row_sigma)
         self._cells_out = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)

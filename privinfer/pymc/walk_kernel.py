@@ -74,7 +74,7 @@ MAX_HALVING = 30
 SLICE_WIDTH = 0.5
 SLICE_MAX_OUT = 20
 
-__all__ = ["empirical_increments", "slopes", "walk_offsets", "unit_loglik", "unit_score_info", "sibling_pairs", "laplace_mh", "move_update",
+__all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offsets", "unit_loglik", "unit_score_info", "sibling_pairs", "laplace_mh", "move_update",
            "group_means", "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport", "centred"]
 
 
@@ -88,6 +88,14 @@ def slopes(eta, order: int = 1):
     the increments themselves (``order`` 1, a random walk) or their cumulative sums (``order``
     2, a second-order random walk: the raw increments change the slope)."""
     return np.cumsum(eta, axis=1) if order == 2 else eta
+
+
+def increments_from_steps(steps, order: int = 1):
+    """The inverse of :func:`slopes`: the raw increments ``(U, K-1)`` of a walk whose steps
+    between neighbouring categories are ``steps`` (``order`` 2: the steps differenced once
+    more, the first kept)."""
+    steps = np.asarray(steps, dtype=float)
+    return np.concatenate([steps[:, :1], np.diff(steps, axis=1)], axis=1) if order == 2 else steps
 
 
 def walk_offsets(eta, code, order: int = 1):
@@ -145,7 +153,7 @@ def empirical_increments(X, base, code, order: int = 1):
     C = X @ onehot + 0.5
     B = softmax(base, axis=1) @ onehot
     step = np.diff(np.log(C) - np.log(B), axis=1)
-    return np.concatenate([step[:, :1], np.diff(step, axis=1)], axis=1) if order == 2 else step
+    return increments_from_steps(step, order)
 
 
 def sibling_pairs(rng, groups):
