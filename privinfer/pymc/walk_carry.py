@@ -45,6 +45,7 @@ import math
 
 import numba
 import numpy as np
+from scipy.special import gammaln
 
 from .._special import lgamma_ratio_scalar
 
@@ -112,19 +113,20 @@ def _profile(base_u, eta_u, sgn, Delta, D, code, worder, theta, level):
 
 @numba.njit(cache=True)
 def _unit_terms(cells, xi, theta, N, r, rsum, kappa, x, row_ptr, rows, acc, mark, touched, n_touched, hbuf, frac,
-                pbuf):
+                pbuf, lfact):
     """Dirichlet-multinomial terms of one unit at cells xi + h(theta); accumulates the cells'
-    changes from ``x`` into the rows.  Returns (log terms, n_touched), -inf when a cell < 0."""
+    changes from ``x`` into the rows.  Returns (log terms, n_touched), -inf when a cell < 0.
+    ``lfact``: log k! for k = 0..(the largest unit total)."""
     d = cells.size
     s = _softmax_terms(theta, pbuf)
     _shift(pbuf, s, N, r, rsum, hbuf, frac)
     out = 0.0
     for i in range(d):
         xv = xi[i] + hbuf[i]
-        if xv < 0:
+        if xv < 0 or xv >= lfact.size:        # a cell above the unit's total: another is < 0
             return -np.inf, n_touched
         a = kappa * pbuf[i] / s
-        out += lgamma_ratio_scalar(a, float(xv)) - math.lgamma(xv + 1.0)
+        out += lgamma_ratio_scalar(a, float(xv)) - lfact[xv]
         dx = xv - x[cells[i]]
         if dx != 0:
             c = cells[i]
@@ -140,7 +142,7 @@ def _unit_terms(cells, xi, theta, N, r, rsum, kappa, x, row_ptr, rows, acc, mark
 
 @numba.njit(cache=True)
 def _log_density(Delta, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res,
-                 row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf):
+                 row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact):
     K1 = D.size
     out = 0.0
     for a in range(K1):
@@ -153,13 +155,13 @@ def _log_density(Delta, D, u, v, grid, code, worder, base, eta, delta, inv_s2, k
     _profile(base[u], eta[u], 1.0, Delta, D, code, worder, theta, level)
     cu = grid[u]
     lu, n_touched = _unit_terms(cu, xi_u, theta, float(N[u]), r[u], rsum[u], kappa, x, row_ptr, rows, acc,
-                                mark, touched, n_touched, hbuf, frac, pbuf)
+                                mark, touched, n_touched, hbuf, frac, pbuf, lfact)
     out += lu
     if v >= 0 and np.isfinite(out):
         _profile(base[v], eta[v], -1.0, Delta, D, code, worder, theta, level)
         cv = grid[v]
         lv, n_touched = _unit_terms(cv, xi_v, theta, float(N[v]), r[v], rsum[v], kappa, x, row_ptr, rows, acc,
-                                    mark, touched, n_touched, hbuf, frac, pbuf)
+                                    mark, touched, n_touched, hbuf, frac, pbuf, lfact)
         out += lv
     for j in range(n_touched):
         rr = touched[j]
@@ -194,7 +196,7 @@ def _commit(Delta, D, u, v, grid, code, worder, base, eta, delta, N, r, rsum, xi
 
 @numba.njit(cache=True)
 def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, x, res,
-             row_ptr, rows, w, moved, used):
+             row_ptr, rows, w, moved, used, lfact):
     d = grid.shape[1]
     K1 = dirs.shape[1]
     acc = np.zeros(res.size)
@@ -223,7 +225,7 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
                 for i in range(d):
                     xi[i] = x[cells[i]] - hbuf[i]
             f0 = _log_density(0.0, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v,
-                              x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf)
+                              x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact)
             evals += 1
             lev = f0 + math.log(np.random.random())
             wd = widths[k]
@@ -232,20 +234,20 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
             for _ in range(_MAX_OUT):
                 evals += 1
                 if _log_density(left, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u,
-                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf) <= lev:
+                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact) <= lev:
                     break
                 left -= wd
             for _ in range(_MAX_OUT):
                 evals += 1
                 if _log_density(right, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u,
-                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf) <= lev:
+                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact) <= lev:
                     break
                 right += wd
             while True:
                 t = left + (right - left) * np.random.random()
                 evals += 1
                 ft = _log_density(t, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v,
-                                  x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf)
+                                  x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact)
                 if ft > lev:
                     break
                 if t < 0.0:
@@ -324,5 +326,5 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     evals = _carried(pu, pv, dirs, order, wd, grid, np.asarray(code, dtype=np.int64), int(walk_order),
                      np.ascontiguousarray(base),
                      eta, delta, 1.0 / np.asarray(sigma, dtype=float) ** 2, float(kappa), N, carry, rsum, x, res,
-                     row_ptr, rows, w, moved, used)
+                     row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))
     return int(evals), np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
