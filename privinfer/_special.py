@@ -25,10 +25,9 @@ import math
 
 import numba
 import numpy as np
-from scipy.special import digamma, gammaln
 
 __all__ = ["A_SWITCH", "stirling_correction", "lgamma_ratio_series", "lgamma_ratio", "digamma_diff",
-           "lgamma_ratio_scalar"]
+           "lgamma_ratio_scalar", "digamma_diff_scalar"]
 
 #: Smallest ``a`` at which the series are used.
 A_SWITCH = 10.0
@@ -57,28 +56,6 @@ def _e(z):
     return -0.5 / z - 1.0 / (12.0 * z2) + 1.0 / (120.0 * z4) - 1.0 / (252.0 * z4 * z2) + 1.0 / (240.0 * z4 * z4)
 
 
-def _by_size(a, x, series, direct):
-    """``series(a, x)`` where ``a >= A_SWITCH``, ``direct(a, x)`` elsewhere (elementwise)."""
-    a = np.asarray(a, dtype=float)
-    x = np.asarray(x, dtype=float)
-    big = a >= A_SWITCH
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = series(np.where(big, a, A_SWITCH), x)
-    return np.where(big, out, direct(a, x))
-
-
-def lgamma_ratio(a, x):
-    r""":math:`\log\Gamma(a + x) - \log\Gamma(a)` elementwise, ``a > 0``, ``x >= 0``."""
-    return _by_size(a, x, lambda a, x: lgamma_ratio_series(a, x, np.log1p, np.log),
-                    lambda a, x: gammaln(a + x) - gammaln(a))
-
-
-def digamma_diff(a, x):
-    r""":math:`\psi(a + x) - \psi(a)` elementwise, ``a > 0``, ``x >= 0``."""
-    return _by_size(a, x, lambda a, x: np.log1p(x / a) + _e(a + x) - _e(a),
-                    lambda a, x: digamma(a + x) - digamma(a))
-
-
 @numba.njit(cache=True)
 def lgamma_ratio_scalar(a, x):
     r""":math:`\log\Gamma(a + x) - \log\Gamma(a)` for scalars (``a > 0``, ``a + x > 0``; ``x`` may
@@ -87,3 +64,48 @@ def lgamma_ratio_scalar(a, x):
         return math.lgamma(a + x) - math.lgamma(a)
     return ((a - 0.5) * math.log1p(x / a) + x * math.log(a + x) - x
             + _stirling_correction_scalar(a + x) - _stirling_correction_scalar(a))
+
+
+_e_scalar = numba.njit(cache=True)(_e)
+
+
+@numba.njit(cache=True)
+def _digamma_scalar(z):
+    """:math:`\psi(z)`, ``z > 0``: the recurrence :math:`\psi(z) = \psi(z + 1) - 1/z` up to
+    ``z >= A_SWITCH``, then :math:`\log z + e(z)` (truncation error below 1e-12 there)."""
+    acc = 0.0
+    while z < A_SWITCH:
+        acc -= 1.0 / z
+        z += 1.0
+    return acc + math.log(z) + _e_scalar(z)
+
+
+@numba.njit(cache=True)
+def digamma_diff_scalar(a, x):
+    r""":math:`\psi(a + x) - \psi(a)` for scalars (``a > 0``, ``x >= 0``), compiled."""
+    if a >= A_SWITCH:
+        return math.log1p(x / a) + _e_scalar(a + x) - _e_scalar(a)
+    if not (a > 0.0):
+        return math.nan if (x == 0.0 or a != a) else math.inf
+    return _digamma_scalar(a + x) - _digamma_scalar(a)
+
+
+@numba.vectorize(["float64(float64, float64)"], cache=True)
+def _lgamma_ratio_ufunc(a, x):
+    return lgamma_ratio_scalar(a, x)
+
+
+@numba.vectorize(["float64(float64, float64)"], cache=True)
+def _digamma_diff_ufunc(a, x):
+    return digamma_diff_scalar(a, x)
+
+
+def lgamma_ratio(a, x):
+    r""":math:`\log\Gamma(a + x) - \log\Gamma(a)` elementwise, ``a > 0``, ``x >= 0`` (a compiled
+    ufunc: the series or the direct difference per element, whichever applies)."""
+    return _lgamma_ratio_ufunc(np.asarray(a, dtype=float), np.asarray(x, dtype=float))
+
+
+def digamma_diff(a, x):
+    r""":math:`\psi(a + x) - \psi(a)` elementwise, ``a > 0``, ``x >= 0`` (a compiled ufunc)."""
+    return _digamma_diff_ufunc(np.asarray(a, dtype=float), np.asarray(x, dtype=float))

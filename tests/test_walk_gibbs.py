@@ -41,6 +41,16 @@ def test_lgamma_ratio_equals_the_exact_sum_of_logs(a):
         assert abs(float(digamma_diff(a, x)) - exact_d) <= 1e-10 * max(exact_d, 1e-300) + 1e-300
 
 
+def test_differences_at_a_vanished_share_are_not_finite():
+    # a = kappa * softmax underflowed to 0: log Gamma(x) - log Gamma(0) = -inf for x > 0 (the
+    # cell has no mass), NaN at x = 0, psi likewise; the walk kernels flag such states by this
+    a, x = np.array([0.0, 0.0]), np.array([3.0, 0.0])
+    with np.errstate(all="ignore"):
+        assert np.isneginf(lgamma_ratio(a, x)[0]) and np.isnan(lgamma_ratio(a, x)[1])
+        d = digamma_diff(a, x)
+    assert np.isposinf(d[0]) and np.isnan(d[1])
+
+
 def test_the_direct_difference_would_lose_digits_where_the_series_is_used():
     a, x = 3.0e10, 60
     exact = math.fsum(math.log(a + j) for j in range(x))
