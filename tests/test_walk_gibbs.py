@@ -465,7 +465,7 @@ def test_scoring_steps_that_overshoot_into_non_finite_values_are_halved():
     # from there the error squares each step.  The loop stops once the Newton decrement
     # (1 - D)^2 of a step is below NEWTON_TOL, so the error after it is below NEWTON_TOL.
     # Without backtracking the moves from 3 and 5 are lost (flagged).
-    def score(D):
+    def score(D, rows):
         with np.errstate(divide="ignore"):
             inside = D > 0
             return np.where(inside, 1.0 / D - 1.0, np.nan), np.where(inside, 1.0 / D**2, np.nan)[..., None]

@@ -210,39 +210,45 @@ def _finite(g, Q):
     return np.isfinite(g).all(axis=1) & np.isfinite(Q).all(axis=(1, 2))
 
 
-def _score(score, D):
+def _score(score, D, rows):
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-        return score(D)
+        return score(D, rows)
 
 
 def _newton(score, D, iters: int):
-    """Scoring iterations from ``D`` toward the modes.  A step that lands where the gradient or
-    precision is not finite (an overshoot into logits where the category shares underflow) is
-    halved until it does not, at most MAX_HALVING times; the moves whose gradient or precision
-    is not finite (or not positive definite) at the end are flagged.  Every step is a function
-    of ``D`` and ``score`` only.  Returns the modes, the precisions there, their Cholesky
-    factors and the flags of usable moves."""
+    """Scoring iterations from ``D`` toward the modes, each move until its Newton decrement is
+    below NEWTON_TOL (at most ``iters``; the moves still iterating are scored alone,
+    ``score(D[rows], rows)``).  A step that lands where the gradient or precision is not finite
+    (an overshoot into logits where the category shares underflow) is halved until it does
+    not, at most MAX_HALVING times; the moves whose gradient or precision is not finite (or
+    not positive definite) at the end are flagged.  Every step is a function of ``D`` and
+    ``score`` only.  Returns the modes, the precisions there, their Cholesky factors and the
+    flags of usable moves."""
     n, k = D.shape
     eye = np.eye(k)
-    g, Q = _score(score, D)
+    D = np.array(D, dtype=float)
+    g, Q = _score(score, D, np.arange(n))
+    active = _finite(g, Q)
     for _ in range(iters):
-        bad = ~_finite(g, Q)
-        Q = np.where(bad[:, None, None], eye, Q)
-        step = np.where(bad[:, None], 0.0, np.linalg.solve(Q, np.where(bad[:, None], 0.0, g)[..., None])[..., 0])
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        gi, Qi, Di = g[idx], Q[idx], D[idx]
+        step = np.linalg.solve(Qi, gi[..., None])[..., 0]
         # damped: at most MAX_STEP in the metric of Q (the first steps from a far start)
-        size = np.sqrt(np.maximum(np.einsum("mk,mk->m", g, step), 0.0))
+        size = np.sqrt(np.maximum(np.einsum("mk,mk->m", gi, step), 0.0))
         step *= np.minimum(1.0, MAX_STEP / np.maximum(size, 1e-300))[:, None]
-        g, Q = _score(score, D + step)
+        gi, Qi = _score(score, Di + step, idx)
         for _ in range(MAX_HALVING):
-            over = ~bad & ~_finite(g, Q)
+            over = ~_finite(gi, Qi)
             if not over.any():
                 break
             step[over] *= 0.5
-            g_half, Q_half = _score(score, D + step)
-            g[over], Q[over] = g_half[over], Q_half[over]
-        D = D + step
-        if np.max(size) ** 2 < NEWTON_TOL:
-            break
+            g_half, Q_half = _score(score, Di[over] + step[over], idx[over])
+            gi[over], Qi[over] = g_half, Q_half
+        D[idx] = Di + step
+        g[idx], Q[idx] = gi, Qi
+        active[idx] = (size**2 >= NEWTON_TOL) & _finite(gi, Qi)
     ok = _finite(g, Q) & np.isfinite(D).all(axis=1)
     Q = np.where(ok[:, None, None], Q, eye)
     L = np.empty_like(Q)
@@ -258,8 +264,9 @@ def _newton(score, D, iters: int):
 def laplace_mh(rng, target, score, start):
     r"""Independence Metropolis--Hastings for ``n`` independent ``k``-dimensional displacements
     ``D`` from the current state (``D = 0``).  The proposal: the conditional's mode ``m`` by
-    damped scoring steps ``D += Q^{-1} g`` from ``start`` (``(g, Q) = score(D)``, gradient and a
-    positive definite precision, ``(n, k)``, ``(n, k, k)``), then the defensive mixture centred
+    damped scoring steps ``D += Q^{-1} g`` from ``start`` (``(g, Q) = score(D, rows)``, gradient
+    and a positive definite precision of the moves ``rows`` at their displacements ``D``,
+    ``(len(rows), k)``, ``(len(rows), k, k)``), then the defensive mixture centred
     at ``m`` with precision ``Q(m)``.  ``start`` must not depend on the current state (only on
     what the move conditions on), so the proposal does not either and the exact ratio of
     ``target`` (the log target of every move, ``(n,)``) makes the move reversible however far
@@ -276,6 +283,32 @@ def laplace_mh(rng, target, score, start):
         log_ratio = target(prop) - target(np.zeros_like(D)) + _log_q(back, k) - _log_q(fwd, k)
     accept = ok & (np.log(rng.random(n_moves)) < np.where(np.isfinite(log_ratio), log_ratio, -np.inf))
     return np.where(accept[:, None], prop, 0.0), accept
+
+
+def _start(data, kappa, prec, code, onehot, order):
+    r"""The scoring's start: the mode of the move's conditional with each unit's log likelihood
+    replaced by its quadratic approximation at the unit's empirical increments :math:`\hat e_p`
+    (information :math:`I_p` there),
+
+    .. math:: \Big(\sum_p I_p + n P\Big) D = \sum_p s_p I_p(\hat e_p - \eta_p) - P \sum_p s_p \delta_p,
+
+    ``P = diag(1/sigma^2)``, ``n`` parts.  It is a function of what the move conditions on (the
+    cells, the base profiles, the group means and a pair's sum of raw increments), not of the
+    current state: in the moved unit's absolute increments :math:`a = \delta_u + D` the right
+    side is :math:`I_u(\hat e_u + \bar\delta) + I_v(S - \bar\delta - \hat e_v) + P S - (\ldots) a`
+    for a pair with sum ``S`` and group mean :math:`\bar\delta`.  Where the step scales are
+    small the start is near the prior's mode, where they are large near the empirical
+    increments (which alone lie far from the mode, in the precision's metric, when the
+    prior precision is large)."""
+    rhs, lhs = 0.0, 0.0
+    for Xs, bs, es, ds, sg in data:
+        e_hat = empirical_increments(Xs, bs, code, order)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+            info = unit_score_info(Xs, bs + walk_offsets(e_hat, code, order), kappa, onehot, order)[1]
+        info = np.where(np.isfinite(info), info, 0.0)
+        rhs = rhs + sg * (np.einsum("mkl,ml->mk", info, e_hat - es) - ds * prec)
+        lhs = lhs + info + np.diag(prec)[None]
+    return np.linalg.solve(lhs, rhs[..., None])[..., 0]
 
 
 def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1):
@@ -302,21 +335,19 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
                     - 0.5 * ((ds + sh) ** 2 * prec).sum(axis=1))
         return out
 
-    def score(D):
-        g = np.zeros((n_moves, K1))
-        Q = np.zeros((n_moves, K1, K1))
+    def score(D, rows):
+        g = np.zeros((rows.size, K1))
+        Q = np.zeros((rows.size, K1, K1))
         for Xs, bs, es, ds, sg in data:
             sh = sg * D
-            gu, iu = unit_score_info(Xs, bs + walk_offsets(es + sh, code, order), kappa, onehot, order)
-            g += sg * (gu - (ds + sh) * prec)
+            gu, iu = unit_score_info(Xs[rows], bs[rows] + walk_offsets(es[rows] + sh, code, order), kappa, onehot,
+                                     order)
+            g += sg * (gu - (ds[rows] + sh) * prec)
             Q += iu
         Q += len(data) * np.diag(prec)[None]
         return g, Q
 
-    # start: each unit's increments as close to their empirical values as the move allows (a
-    # pair keeps its sum): a function of what the move conditions on, not of the current state
-    start = sum(sg * (empirical_increments(Xs, bs, code, order) - es) for Xs, bs, es, _, sg in data) / len(data)
-    step, accept = laplace_mh(rng, target, score, start)
+    step, accept = laplace_mh(rng, target, score, _start(data, kappa, prec, code, onehot, order))
     for u, sg in parts:
         eta[u] += sg * step
         delta[u] += sg * step
