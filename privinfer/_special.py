@@ -32,6 +32,9 @@ __all__ = ["A_SWITCH", "stirling_correction", "lgamma_ratio_series", "lgamma_rat
 #: Smallest ``a`` at which the series are used.
 A_SWITCH = 10.0
 
+#: Below this ``1/a`` overflows.
+_TINY = 1.0 / np.finfo(float).max
+
 
 def stirling_correction(z):
     """:math:`c(z)` (module docstring): arithmetic only, so NumPy arrays and PyTensor tensors alike."""
@@ -71,7 +74,7 @@ _e_scalar = numba.njit(cache=True)(_e)
 
 @numba.njit(cache=True)
 def _digamma_scalar(z):
-    """:math:`\psi(z)`, ``z > 0``: the recurrence :math:`\psi(z) = \psi(z + 1) - 1/z` up to
+    r""":math:`\psi(z)`, ``z > 0``: the recurrence :math:`\psi(z) = \psi(z + 1) - 1/z` up to
     ``z >= A_SWITCH``, then :math:`\log z + e(z)` (truncation error below 1e-12 there)."""
     acc = 0.0
     while z < A_SWITCH:
@@ -82,11 +85,17 @@ def _digamma_scalar(z):
 
 @numba.njit(cache=True)
 def digamma_diff_scalar(a, x):
-    r""":math:`\psi(a + x) - \psi(a)` for scalars (``a > 0``, ``x >= 0``), compiled."""
+    r""":math:`\psi(a + x) - \psi(a)` for scalars (``a > 0``, ``x >= 0``), compiled: exactly 0 at
+    ``x = 0``, and infinite (the correctly rounded value) for a subnormal ``a`` whose reciprocal
+    overflows and ``x >= 1``, where the recurrence would give ``inf - inf``."""
     if a >= A_SWITCH:
         return math.log1p(x / a) + _e_scalar(a + x) - _e_scalar(a)
     if not (a > 0.0):
         return math.nan if (x == 0.0 or a != a) else math.inf
+    if x == 0.0:
+        return 0.0
+    if a < _TINY and x >= 1.0:
+        return math.inf       # at least 1/a - 1/(a + x): beyond the largest double
     return _digamma_scalar(a + x) - _digamma_scalar(a)
 
 

@@ -51,6 +51,17 @@ def test_differences_at_a_vanished_share_are_not_finite():
     assert np.isposinf(d[0]) and np.isnan(d[1])
 
 
+def test_digamma_difference_at_a_subnormal_share():
+    # a = kappa * softmax barely above 0 (3e-310): 1/a overflows, so the recurrence would give
+    # inf - inf; the difference is exactly 0 at x = 0 and beyond the largest double for x >= 1
+    a = np.array([3.2e-310, 3.2e-310, 1e-300])
+    x = np.array([0.0, 4.0, 2.0])
+    with np.errstate(all="raise"):
+        d = digamma_diff(a, x)
+    assert d[0] == 0.0 and np.isposinf(d[1])
+    assert d[2] == pytest.approx(1e300, rel=1e-12)        # 1/a - 1/(a + 2) - ... ~ 1/a, finite
+
+
 def test_the_direct_difference_would_lose_digits_where_the_series_is_used():
     a, x = 3.0e10, 60
     exact = math.fsum(math.log(a + j) for j in range(x))

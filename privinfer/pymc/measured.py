@@ -32,7 +32,7 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
 from pytensor.graph.replace import graph_replace
 
-from .._special import A_SWITCH, lgamma_ratio_series
+from .special_ops import lgamma_ratio
 from ..lattice import MeasuredPairs, MoveCycle, PairMoves, measured_pair_sweeps
 from ..mechanisms import NoisyMeasurements
 from .registry import model_registry
@@ -75,17 +75,9 @@ class DirichletMultinomialCells:
         ag = a[self.grid]
         N = pt.sum(xg, axis=1)
         kappa = pt.sum(ag, axis=1)
-        units = pt.gammaln(N + 1.0) - _lgamma_ratio(kappa, N)
-        cells = _lgamma_ratio(ag, xg) - pt.gammaln(xg + 1.0)
+        units = pt.gammaln(N + 1.0) - lgamma_ratio(kappa, N)
+        cells = lgamma_ratio(ag, xg) - pt.gammaln(xg + 1.0)
         return pt.sum(units) + pt.sum(cells)
-
-
-def _lgamma_ratio(a, x):
-    r""":math:`\log\Gamma(a + x) - \log\Gamma(a)` as a tensor, by Stirling's series for
-    :math:`a \ge` :data:`privinfer._special.A_SWITCH` (accurate as the concentration grows
-    without bound, where the direct difference loses digits and NUTS's energy with them)."""
-    series = lgamma_ratio_series(pt.maximum(a, A_SWITCH), x, pt.log1p, pt.log)
-    return pt.switch(a >= A_SWITCH, series, pt.gammaln(a + x) - pt.gammaln(a))
 
 
 def _latent_info(model, vars):
