@@ -8,7 +8,9 @@ thousands of cells.  Written with ``pt.switch`` between Stirling's series (neede
 both branches and both branches' gradients for every element.  :class:`LgammaRatio` and
 :class:`DigammaDiff` compute, per element, only the branch that applies, with the compiled scalar
 kernels of :mod:`privinfer._special`, in the Python and C backends (``perform``) and natively in
-PyTensor's Numba backend.  On Kentucky's 49,818 tract cells the model's log density and gradient
+PyTensor's Numba backend.  Where a sampler's trial point overflows (a share at 0 or at infinity)
+the values are non-finite, without floating-point warnings, and the sampler rejects the point, as
+with PyTensor's own operations.  On Kentucky's 49,818 tract cells the model's log density and gradient
 take 4.6 ms instead of 6.6 ms.
 
 Gradients: :math:`\partial_a \log\Gamma(a + x) - \log\Gamma(a) = \psi(a + x) - \psi(a)`
@@ -77,7 +79,8 @@ class LgammaRatio(_Pairwise):
     r""":math:`\log\Gamma(a + x) - \log\Gamma(a)` elementwise (``a > 0``, ``a + x > 0``)."""
 
     def perform(self, node, inputs, output_storage):
-        output_storage[0][0] = np.asarray(_lgamma_ratio_np(*inputs))
+        with np.errstate(all="ignore"):     # non-finite values pass on (as in the C backend)
+            output_storage[0][0] = np.asarray(_lgamma_ratio_np(*inputs))
 
     def grad(self, inputs, output_grads):
         a, x = inputs
@@ -89,7 +92,8 @@ class DigammaDiff(_Pairwise):
     r""":math:`\psi(a + x) - \psi(a)` elementwise (``a > 0``, ``x >= 0``)."""
 
     def perform(self, node, inputs, output_storage):
-        output_storage[0][0] = np.asarray(_digamma_diff_np(*inputs))
+        with np.errstate(all="ignore"):
+            output_storage[0][0] = np.asarray(_digamma_diff_np(*inputs))
 
     def grad(self, inputs, output_grads):
         a, x = inputs
