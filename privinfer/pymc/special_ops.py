@@ -37,22 +37,14 @@ __all__ = ["LgammaRatio", "DigammaDiff", "lgamma_ratio", "digamma_diff"]
 
 
 @numba.njit(cache=True)
-def _lgamma_ratio_array(a, x):
+def _pairwise_array(a, x, digamma):
+    """:func:`lgamma_ratio_scalar` (or, with ``digamma``, :func:`digamma_diff_scalar`) of every
+    pair of elements of two arrays of one shape."""
     af = np.ascontiguousarray(a).reshape(a.size)
     xf = np.ascontiguousarray(x).reshape(x.size)
     out = np.empty(af.size)
     for i in range(af.size):
-        out[i] = lgamma_ratio_scalar(af[i], xf[i])
-    return out.reshape(a.shape)
-
-
-@numba.njit(cache=True)
-def _digamma_diff_array(a, x):
-    af = np.ascontiguousarray(a).reshape(a.size)
-    xf = np.ascontiguousarray(x).reshape(x.size)
-    out = np.empty(af.size)
-    for i in range(af.size):
-        out[i] = digamma_diff_scalar(af[i], xf[i])
+        out[i] = digamma_diff_scalar(af[i], xf[i]) if digamma else lgamma_ratio_scalar(af[i], xf[i])
     return out.reshape(a.shape)
 
 
@@ -106,7 +98,7 @@ class DigammaDiff(_Pairwise):
 def _numba_lgamma_ratio(op, node=None, **kwargs):
     @numba.njit
     def lgamma_ratio_op(a, x):
-        return _lgamma_ratio_array(a, x)
+        return _pairwise_array(a, x, False)
 
     return lgamma_ratio_op
 
@@ -115,7 +107,7 @@ def _numba_lgamma_ratio(op, node=None, **kwargs):
 def _numba_digamma_diff(op, node=None, **kwargs):
     @numba.njit
     def digamma_diff_op(a, x):
-        return _digamma_diff_array(a, x)
+        return _pairwise_array(a, x, True)
 
     return digamma_diff_op
 
