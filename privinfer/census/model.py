@@ -76,7 +76,13 @@ from ..pymc import DirichletMultinomialCells, increments_from_steps, lattice_lat
 __all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS"]
 
 #: ``hierarchy_model(walk_steps="auto")`` samples the walk with WalkGibbs from this many
-#: lowest-level units on (NUTS below; see ``walk_steps``).
+#: lowest-level units on (NUTS below; see ``walk_steps``).  Measured on Kentucky tracts with the
+#: second-order walk, 2 x (300 + 300) iterations: with 15 tracts (3 counties) WalkGibbs mixes
+#: better (parameters' max R-hat 1.03 against 1.12, cells' 1.04 against 1.07, 1 divergence
+#: against 34; 36 s against 33 s); with 94 tracts (12 counties) far better (1.05 against 1.61;
+#: NUTS's trees reach depth 9 with 30 divergences; 75 s against 165 s); with all 1,083 tracts
+#: NUTS's trajectories grow so long that 2 x 600 iterations did not finish in an hour.  Below 10
+#: units the choice is not measured and NUTS is kept.
 GIBBS_UNITS = 10
 
 
@@ -290,13 +296,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         moves per pair of sibling units, exact and interwoven updates of the scales);
         ``"nuts"``: partially non-centred increments, with the rest of the parameters by NUTS;
         ``"auto"`` (default): ``"gibbs"`` from :data:`GIBBS_UNITS` lowest-level units on,
-        ``"nuts"`` below.  Measured on Kentucky tracts with the second-order walk, 2 x (300 +
-        300) iterations: with 15 tracts (3 counties) WalkGibbs mixes better (parameters' max
-        R-hat 1.03 against 1.12, cells' 1.04 against 1.07, 1 divergence against 34, 36 s against
-        33 s); with 94 tracts (12 counties) far better (1.05 against 1.61; NUTS's trees reach
-        depth 9 with 30 divergences; 75 s against 165 s); with all 1,083 tracts NUTS's
-        trajectories grow so long that 2 x 600 iterations did not finish in an hour.  Below
-        :data:`GIBBS_UNITS` units the choice is not measured and NUTS is kept.
+        ``"nuts"`` below (the measurements behind the switch: :data:`GIBBS_UNITS`).
 
     Returns
     -------
