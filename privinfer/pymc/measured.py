@@ -32,10 +32,10 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
 from pytensor.graph.replace import graph_replace
 
-from .special_ops import lgamma_ratio
 from ..lattice import MeasuredPairs, MoveCycle, PairMoves, measured_pair_sweeps
 from ..mechanisms import NoisyMeasurements
 from .registry import model_registry
+from .special_ops import lgamma_ratio
 
 __all__ = ["DirichletMultinomialCells", "MeasuredPairsGibbs", "SAMPLER", "latent_measurements"]
 

@@ -49,9 +49,15 @@ def _pairwise_array(a, x, digamma):
 
 
 class _Pairwise(Op):
-    """An elementwise function of two float64 tensors of one shape (the helpers broadcast)."""
+    """An elementwise function of two float64 tensors of one shape (the helpers broadcast):
+    ``_numpy`` in ``perform``, the compiled loop (``_digamma`` picks the kernel) under Numba."""
 
     __props__ = ()
+    _digamma = False
+
+    @staticmethod
+    def _numpy(a, x):
+        raise NotImplementedError
 
     def make_node(self, a, x):
         a = pt.as_tensor_variable(a)
@@ -66,13 +72,15 @@ class _Pairwise(Op):
     def infer_shape(self, fgraph, node, shapes):
         return [shapes[0]]
 
+    def perform(self, node, inputs, output_storage):
+        with np.errstate(all="ignore"):     # non-finite values pass on (as in the C backend)
+            output_storage[0][0] = np.asarray(self._numpy(*inputs))
+
 
 class LgammaRatio(_Pairwise):
     r""":math:`\log\Gamma(a + x) - \log\Gamma(a)` elementwise (``a > 0``, ``a + x > 0``)."""
 
-    def perform(self, node, inputs, output_storage):
-        with np.errstate(all="ignore"):     # non-finite values pass on (as in the C backend)
-            output_storage[0][0] = np.asarray(_lgamma_ratio_np(*inputs))
+    _numpy = staticmethod(_lgamma_ratio_np)
 
     def grad(self, inputs, output_grads):
         a, x = inputs
@@ -83,9 +91,8 @@ class LgammaRatio(_Pairwise):
 class DigammaDiff(_Pairwise):
     r""":math:`\psi(a + x) - \psi(a)` elementwise (``a > 0``, ``x >= 0``)."""
 
-    def perform(self, node, inputs, output_storage):
-        with np.errstate(all="ignore"):
-            output_storage[0][0] = np.asarray(_digamma_diff_np(*inputs))
+    _numpy = staticmethod(_digamma_diff_np)
+    _digamma = True
 
     def grad(self, inputs, output_grads):
         a, x = inputs
@@ -94,22 +101,15 @@ class DigammaDiff(_Pairwise):
         return [g * (upper - pt.polygamma(1, a)), g * upper]
 
 
-@numba_funcify.register(LgammaRatio)
-def _numba_lgamma_ratio(op, node=None, **kwargs):
+@numba_funcify.register(_Pairwise)
+def _numba_pairwise(op, node=None, **kwargs):
+    digamma = bool(op._digamma)
+
     @numba.njit
-    def lgamma_ratio_op(a, x):
-        return _pairwise_array(a, x, False)
+    def pairwise_op(a, x):
+        return _pairwise_array(a, x, digamma)
 
-    return lgamma_ratio_op
-
-
-@numba_funcify.register(DigammaDiff)
-def _numba_digamma_diff(op, node=None, **kwargs):
-    @numba.njit
-    def digamma_diff_op(a, x):
-        return _pairwise_array(a, x, True)
-
-    return digamma_diff_op
+    return pairwise_op
 
 
 def lgamma_ratio(a, x):
