@@ -286,6 +286,27 @@ def test_partly_non_centred_increments_keep_the_prior():
     assert stats.kstest(z.ravel(), "norm").pvalue > 0.001
 
 
+@pytest.mark.parametrize("walk_steps", ["gibbs", "nuts"])
+def test_step_scales_have_the_rayleigh_prior(walk_steps):
+    # the model's log density of the step scales (without the log transform's Jacobian) is
+    # SciPy's Rayleigh with scale step_prior, and WalkGibbs is registered with that prior
+    from privinfer.pymc.registry import model_registry
+
+    f, rel = small_release()
+    model = hierarchy_model(rel, smooth="age", walk_steps=walk_steps, step_prior=0.2)
+    sigma = np.array([0.01, 0.15, 0.7])[: model["step_scale_age"].type.shape[0]]
+    logp = model.compile_logp(vars=[model["step_scale_age"]], jacobian=False, sum=True)
+    point = model.initial_point()
+    point["step_scale_age_log__"] = np.log(sigma)
+    np.testing.assert_allclose(logp(point), stats.rayleigh.logpdf(sigma, scale=0.2).sum(), rtol=1e-10)
+    walks = model_registry(model)["walks"]
+    if walk_steps == "gibbs":
+        info = next(iter(walks.values()))
+        assert info.prior_dof == 2 and info.prior_scale == pytest.approx(0.2, rel=1e-12)
+    else:
+        assert not walks
+
+
 def test_fixed_overdispersion():
     f, rel = small_release()
     model = hierarchy_model(rel, overdispersion=0.05)

@@ -153,24 +153,31 @@ def test_single_moves_leave_the_exact_conditional_invariant():
     _assert_far_from_gaussian(grid, cdf, n)
 
 
-def test_scale_draw_is_the_exact_conditional():
-    # sigma | delta has density prop. to HalfNormal(sigma; s) prod_u N(delta_u; 0, sigma^2)
+@pytest.mark.parametrize("dof", [1, 2])
+def test_scale_draw_is_the_exact_conditional(dof):
+    # sigma | delta has density prop. to chi_dof(sigma / s) prod_u N(delta_u; 0, sigma^2)
+    # (dof 1: the half-normal, 2: the Rayleigh), written with SciPy's densities
     rng = np.random.default_rng(5)
     s, U = 0.3, 7
     delta = rng.normal(0, 0.2, size=(U, 1))
     grid = np.linspace(1e-4, 3.0, 60001)
-    logd = -grid**2 / (2 * s * s) - U * np.log(grid) - (delta**2).sum() / (2 * grid**2)
+    prior = stats.halfnorm(scale=s) if dof == 1 else stats.rayleigh(scale=s)
+    logd = prior.logpdf(grid) + stats.norm.logpdf(delta, 0, grid[None, :]).sum(axis=0)
     p = np.exp(logd - logd.max())
     cdf = np.cumsum(p) / p.sum()
-    draws = np.array([wk.scale_draw(rng, delta, s)[0] for _ in range(4000)])
+    draws = np.array([wk.scale_draw(rng, delta, s, dof)[0] for _ in range(4000)])
     assert _ks(draws, grid, cdf) > ALPHA
-    wrong = np.array([wk.scale_draw(rng, delta, 2 * s)[0] for _ in range(4000)])
+    wrong = np.array([wk.scale_draw(rng, delta, 2 * s, dof)[0] for _ in range(4000)])
     assert _ks(wrong, grid, cdf) < ALPHA                                # the test has power
+    other = np.array([wk.scale_draw(rng, delta, s, 3 - dof)[0] for _ in range(4000)])
+    assert _ks(other, grid, cdf) < ALPHA                                # and tells the priors apart
 
 
-def test_noncentred_scale_update_leaves_the_exact_conditional_invariant():
+@pytest.mark.parametrize("dof", [1, 2])
+def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof):
     # three units in one sibling group, standardized increments eps fixed; lambda = log sigma
-    # has the conditional -e^{2 lambda}/(2 s^2) + lambda + sum_u l(X_u, e^lambda * eps_c_u)
+    # has the conditional -e^{2 lambda}/(2 s^2) + dof lambda + sum_u l(X_u, e^lambda * eps_c_u)
+    # (the scaled-chi prior with dof degrees of freedom and the log transform's Jacobian)
     rng = np.random.default_rng(8)
     s = 0.5
     Xs = [_case(kappa=2.5, n=10, seed=k)[0] for k in range(3)]
@@ -182,7 +189,7 @@ def test_noncentred_scale_update_leaves_the_exact_conditional_invariant():
     eps_c = eps - eps.mean()
     grid = np.linspace(-9, 2.5, 46001)
     sg = np.exp(grid)
-    logd = -sg**2 / (2 * s * s) + grid
+    logd = -sg**2 / (2 * s * s) + dof * grid
     for u in range(3):
         logd = logd + _unit_logl(X[u], base, kappa, sg * eps_c[u, 0])
     n = 2500
@@ -190,7 +197,8 @@ def test_noncentred_scale_update_leaves_the_exact_conditional_invariant():
     out = np.empty(n)
     for j in range(n):
         sigma = np.array([np.exp(lam0[j])])
-        new_sigma, new_delta, evals = wk.scale_update_noncentred(rng, X, B, eps * sigma, groups, sigma, kappa, CODE, s)
+        new_sigma, new_delta, evals = wk.scale_update_noncentred(rng, X, B, eps * sigma, groups, sigma, kappa, CODE, s,
+                                                                 prior_dof=dof)
         assert np.allclose(new_delta, eps * new_sigma)                  # eps is kept
         out[j] = np.log(new_sigma[0])
     assert np.mean(out != lam0) > 0.9
@@ -259,10 +267,11 @@ def _transport_state(lam, X, B, kappa, code, grouped, xi, nu, order=1):
     return eta, eta, -logdet.sum(axis=1)
 
 
-def _transport_logd(lam, X, B, kappa, code, grouped, xi, nu, s0, order=1):
+def _transport_logd(lam, X, B, kappa, code, grouped, xi, nu, s0, order=1, dof=1):
     eta, delta, jac = _transport_state(lam, X, B, kappa, code, grouped, xi, nu, order)
     sg = np.exp(lam)
-    logd = (stats.halfnorm.logpdf(sg, scale=s0).sum(axis=1) + lam.sum(axis=1) + jac
+    # the scales' prior: a scaled chi with dof degrees of freedom (1 half-normal, 2 Rayleigh)
+    logd = (stats.chi.logpdf(sg, dof, scale=s0).sum(axis=1) + lam.sum(axis=1) + jac
             + stats.norm.logpdf(delta, 0, sg[:, None, :]).sum(axis=(1, 2)))
     for u in range(X.shape[0]):
         th = B[u][None, :] + wk.walk_offsets(eta[:, u], code, order)
@@ -307,12 +316,12 @@ def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped):
     assert _ks(other, grid, cdf) < ALPHA
 
 
-@pytest.mark.parametrize("order", [1, 2])
-def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order):
+@pytest.mark.parametrize("order, dof", [(1, 1), (2, 1), (2, 2)])
+def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order, dof):
     # two increments per unit (three age groups), one sibling group: the update slice samples
     # both log scales in turn, so it leaves their joint conditional (2-D quadrature) invariant;
     # KS tests of both margins (level ALPHA / 2 each); order 2: the increments of a second-order
-    # walk (their cumulative sums are the steps between age groups)
+    # walk (their cumulative sums are the steps between age groups); dof 2: the Rayleigh prior
     rng = np.random.default_rng(12)
     code = np.array([0, 1, 2, 0, 1, 2])
     s0, kappa = 0.5, 4.0
@@ -324,7 +333,7 @@ def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order):
     g = np.linspace(-6, 2.0, 801)
     L0, L1 = np.meshgrid(g, g, indexing="ij")
     lam = np.stack([L0.ravel(), L1.ravel()], axis=1)
-    logd = _transport_logd(lam, X, B, kappa, code, True, xi, nu, s0, order)
+    logd = _transport_logd(lam, X, B, kappa, code, True, xi, nu, s0, order, dof)
     p = np.exp(logd - logd.max())
     p /= p.sum()
     n = 2000
@@ -336,7 +345,8 @@ def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order):
     for j in range(n):
         sigma = np.exp(lam0[j])
         start = _transport_state(lam0[j][None], X, B, kappa, code, True, xi, nu, order)[1][0]
-        out[j] = np.log(wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, code, s0, order=order)[0])
+        out[j] = np.log(wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, code, s0, order=order,
+                                                  prior_dof=dof)[0])
     for k in range(2):
         marg = p.reshape(g.size, g.size).sum(axis=1 - k)
         edges = np.r_[g - h / 2, g[-1] + h / 2]
@@ -409,6 +419,37 @@ def test_register_walk_refuses_bad_carry_fractions():
             register_walk(**kw, carry=np.full(5, 0.5))
         with pytest.raises(ValueError, match="carry"):
             register_walk(**kw, carry=np.full(6, 1.5))
+
+
+def test_scale_prior_reads_the_step_scales_prior_from_the_model():
+    # WalkGibbs's exact draws are written for a scaled chi prior (1 or 2 degrees of freedom);
+    # the prior is read from the model's own variable, any other is refused, and a prior_scale
+    # that disagrees with the variable's is an error rather than a silently different posterior
+    import pymc as pm
+
+    from privinfer.pymc import register_walk
+    from privinfer.pymc.walk import scale_prior
+
+    with pm.Model():
+        assert scale_prior(pm.HalfNormal("h", 0.3, shape=(2,))) == (1, pytest.approx(0.3, rel=1e-12))
+        assert scale_prior(pm.Weibull("r", alpha=2.0, beta=0.3 * np.sqrt(2), shape=(2,))) == (
+            2, pytest.approx(0.3, rel=1e-12))
+        for bad in (pm.Exponential("e", 1.0, shape=(2,)), pm.Weibull("w", alpha=1.5, beta=1.0, shape=(2,)),
+                    pm.HalfNormal("v", sigma=np.array([0.3, 0.4]), shape=(2,))):
+            with pytest.raises(ValueError, match="step scales"):
+                scale_prior(bad)
+        free = pm.HalfNormal("free_scale", 1.0)
+        with pytest.raises(ValueError, match="constant"):
+            scale_prior(pm.HalfNormal("hyper", sigma=free, shape=(2,)))
+        inc = pm.Normal("d", 0.0, 1.0, shape=(2, 2))
+        latent = pm.Normal("x", 0.0, 1.0, shape=(6,))
+        kw = dict(increments=inc, base=np.zeros((2, 3)), kappa=1.0, weights=np.zeros((2, 2)), latent=latent,
+                  grid=np.arange(6).reshape(2, 3), code=np.arange(3))
+        with pytest.raises(ValueError, match="prior_scale=0.5 differs"):
+            register_walk(scales=pm.Weibull("s", alpha=2.0, beta=0.3 * np.sqrt(2), shape=(2,)), prior_scale=0.5, **kw)
+        info = register_walk(scales=pm.Weibull("s2", alpha=2.0, beta=0.3 * np.sqrt(2), shape=(2,)), prior_scale=0.3,
+                             **kw)
+        assert (info.prior_dof, info.prior_scale) == (2, pytest.approx(0.3, rel=1e-12))
 
 
 def test_second_order_score_and_information_are_the_chain_rule_of_the_first_order_ones():

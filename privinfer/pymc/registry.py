@@ -62,7 +62,7 @@ class AffineLatentInfo:
 class WalkInfo:
     """Random-walk departures of units whose cells are Dirichlet-multinomial
     (:func:`privinfer.pymc.register_walk`)."""
-    scales: str               # the step scales' variable, (K-1,), HalfNormal(prior_scale)
+    scales: str               # the step scales' variable, (K-1,), scale / prior_scale ~ chi(prior_dof)
     increments: str           # the raw increments' variable, (U, K-1), N(0, scales^2)
     prior_scale: float
     base: object              # (U, d) tensor: the log profile every unit departs from
@@ -75,6 +75,7 @@ class WalkInfo:
     exponents: object = None  # (U, K-1) partial non-centring of the scale update (None: 1)
     carry: object = None      # (n,) carry fractions of the cells (None: no carried update)
     order: int = 1            # 1: random walk; 2: second-order (the increments change the slope)
+    prior_dof: int = 1        # the step scales' prior: 1 half-normal, 2 Rayleigh
 
 
 def model_registry(model) -> dict:

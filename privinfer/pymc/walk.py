@@ -5,7 +5,8 @@ categories (the age groups of every tract in :func:`privinfer.census.hierarchy_m
 increments :math:`\delta_{u,k} \sim N(0, \sigma_k^2)`, centred within sibling groups or not,
 the steps between neighbouring categories (``order`` 1) or their cumulative sums (``order`` 2,
 a second-order walk; the kernels carry the map through the chain rule,
-:func:`~privinfer.pymc.walk_kernel.slopes`), step scales :math:`\sigma_k \sim \mathrm{HalfNormal}(s)`, and cells
+:func:`~privinfer.pymc.walk_kernel.slopes`), step scales :math:`\sigma_k \sim \mathrm{HalfNormal}(s)` or
+:math:`\mathrm{Rayleigh}(s)` (a scaled chi with 1 or 2 degrees of freedom), and cells
 :math:`x_u \mid N_u \sim \mathrm{DirMult}(N_u, \kappa\,\mathrm{softmax}(b_u + r_{u,c}))`
 (:mod:`privinfer.pymc.walk_kernel` states the conditional).  :class:`WalkGibbs` updates the
 increments and the step scales of such a walk; ``pm.sample()`` assigns it to them by itself.
@@ -50,11 +51,15 @@ import numpy as np
 import pymc as pm
 import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
+from pymc.distributions.continuous import WeibullBetaRV
+from pymc.exceptions import NotConstantValueError
 from pymc.logprob.transforms import LogTransform
+from pymc.pytensorf import constant_fold
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pytensor.graph.replace import graph_replace
+from pytensor.tensor.random.basic import HalfNormalRV
 
 from ..lattice import MeasurementRows
 from .measured import latent_measurements
@@ -64,7 +69,7 @@ from .walk_carry import carry_directions as directions_of_carry
 from .walk_kernel import (SLICE_WIDTH, centred, move_update, refresh_group_means, scale_draw, scale_update_noncentred,
                           scale_update_transport, sibling_pairs)
 
-__all__ = ["WalkGibbs", "register_walk", "CARRY_DIRECTIONS"]
+__all__ = ["WalkGibbs", "register_walk", "scale_prior", "CARRY_DIRECTIONS"]
 
 _TAG = "privinfer_walk"
 
@@ -81,8 +86,9 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     Parameters
     ----------
     scales
-        the step scales, a ``HalfNormal(prior_scale)`` variable of shape ``(K-1,)`` (log
-        transformed, PyMC's default).
+        the step scales, a variable of shape ``(K-1,)``, log transformed (PyMC's default), with
+        the prior ``pm.HalfNormal(sigma=prior_scale)`` or the Rayleigh
+        ``pm.Weibull(alpha=2, beta=prior_scale * sqrt(2))`` (:func:`scale_prior`).
     increments
         the raw increments, ``Normal(0, scales ** (1 - weights))``, shape ``(U, K-1)``; the
         departure of unit ``u`` is the cumulative sum of ``scales ** weights * increments``
@@ -137,7 +143,11 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         carry = np.asarray(carry, dtype=float)
         if carry.shape != (grid.size,) or not np.all((carry >= 0) & (carry <= 1)):
             raise ValueError(f"carry must hold {grid.size} fractions in [0, 1], one per cell")
-    info = WalkInfo(scales=scales.name, increments=increments.name, prior_scale=float(prior_scale), base=base,
+    dof, scale = scale_prior(scales)
+    if not np.isclose(scale, float(prior_scale), rtol=1e-9, atol=0.0):
+        raise ValueError(f"prior_scale={float(prior_scale):g} differs from the scale {scale:g} of the prior of "
+                         f"'{scales.name}'")
+    info = WalkInfo(scales=scales.name, increments=increments.name, prior_scale=scale, prior_dof=dof, base=base,
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
                     groups=groups, exponents=exponents, carry=carry, order=int(order))
     reg = model_registry(model)["walks"]
@@ -147,6 +157,34 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     for v in (scales, increments):
         setattr(v.tag, _TAG, True)
     return info
+
+
+def scale_prior(scales) -> tuple[int, float]:
+    r"""The degrees of freedom :math:`\nu` and scale ``s`` of a walk's step-scale prior,
+    :math:`\sigma / s \sim \chi_\nu` (:mod:`~privinfer.pymc.walk_kernel`): ``pm.HalfNormal(sigma=s)``
+    is :math:`\nu = 1`, the Rayleigh ``pm.Weibull(alpha=2, beta=s * sqrt(2))`` is :math:`\nu = 2`
+    (density :math:`(\sigma/s^2)\,e^{-\sigma^2/(2s^2)}`).  Any other prior, or parameters that
+    are not one constant, is an error: :class:`WalkGibbs`'s exact draws are written for these."""
+    node = getattr(scales, "owner", None)
+    op = getattr(node, "op", None)
+    if isinstance(op, HalfNormalRV):
+        loc, s = node.inputs[-2:]
+        dof, fixed = 1, loc
+    elif isinstance(op, WeibullBetaRV):
+        alpha, s = node.inputs[-2:]
+        dof, fixed = 2, alpha
+    else:
+        raise ValueError(f"the step scales '{getattr(scales, 'name', scales)}' need a HalfNormal or Rayleigh "
+                         "(Weibull with alpha=2) prior")
+    try:
+        fixed, s = (np.unique(np.asarray(v, dtype=float)) for v in constant_fold([fixed, s]))
+    except NotConstantValueError:
+        raise ValueError(f"the prior of the step scales '{scales.name}' must have constant parameters") from None
+    want = 0.0 if dof == 1 else 2.0
+    if fixed.size != 1 or s.size != 1 or fixed[0] != want or not s[0] > 0:
+        raise ValueError(f"the step scales '{scales.name}' need one positive prior scale and "
+                         + ("loc 0" if dof == 1 else "Weibull alpha = 2 (the Rayleigh)"))
+    return dof, float(s[0]) / (1.0 if dof == 1 else np.sqrt(2.0))
 
 
 def _walk_info(model, vars):
@@ -161,7 +199,7 @@ def _walk_info(model, vars):
             raise ValueError(f"WalkGibbs updates the walk's step scales and increments together "
                              f"('{info.scales}', '{info.increments}')")
     if not isinstance(model.rvs_to_transforms.get(model[info.scales]), LogTransform):
-        raise ValueError(f"WalkGibbs needs '{info.scales}' log-transformed (PyMC's default for HalfNormal)")
+        raise ValueError(f"WalkGibbs needs '{info.scales}' log-transformed (PyMC's default for positive priors)")
     return info
 
 
@@ -327,15 +365,16 @@ class WalkGibbs(ArrayStepShared):
             X = cells.astype(float)[info.grid]
         if groups is not None:
             delta = refresh_group_means(self.rng, delta, groups, sigma)
-        sigma = scale_draw(self.rng, delta, info.prior_scale)
+        sigma = scale_draw(self.rng, delta, info.prior_scale, info.prior_dof)
         before = np.log(sigma)
         if self.scale_update == "transport":
             sigma, delta, evals = scale_update_transport(self.rng, X, base, delta, groups, sigma, kappa, info.code,
-                                                         info.prior_scale, width=self.width, order=info.order)
+                                                         info.prior_scale, width=self.width, order=info.order,
+                                                         prior_dof=info.prior_dof)
         else:
             sigma, delta, evals = scale_update_noncentred(self.rng, X, base, delta, groups, sigma, kappa, info.code,
                                                           info.prior_scale, exponents=info.exponents,
-                                                          width=self.width, order=info.order)
+                                                          width=self.width, order=info.order, prior_dof=info.prior_dof)
         if self.tune:
             moved = np.clip(2.0 * np.abs(np.log(sigma) - before), 1e-3, SLICE_WIDTH * 4)
             self.width = self._running_mean(self.width, moved)

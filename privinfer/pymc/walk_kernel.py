@@ -34,10 +34,16 @@ independent and made at once.  In category space the information is
 :math:`n_u (T_{\max(k,l)} - T_k T_l)` with :math:`T_k = \sum_{c > k} P_{u,c}` the tail sums of
 the category shares :math:`P_{u,c} = \sum_{c(i) = c} p_{u,i}`.
 
-:func:`scale_draw` is the exact conditional of the step scales given the raw increments: with
-:math:`\sigma_k \sim \mathrm{HalfNormal}(s)` and ``U`` units, :math:`\sigma_k^2 \mid \delta \sim
-\mathrm{GIG}(p = (1 - U)/2,\ a = 1/s^2,\ b = \sum_u \delta_{u,k}^2)`, density
-:math:`\propto v^{p-1} e^{-(a v + b/v)/2}`.
+:func:`scale_draw` is the exact conditional of the step scales given the raw increments.  The
+scales' prior is a scaled chi with ``prior_dof`` = :math:`\nu` degrees of freedom,
+:math:`\sigma_k / s \sim \chi_\nu`, density :math:`\propto \sigma^{\nu - 1} e^{-\sigma^2/(2s^2)}`
+(:math:`\nu = 1` the half-normal, :math:`\nu = 2` the Rayleigh), i.e. :math:`\sigma_k^2 \sim
+\mathrm{Gamma}(\nu/2,\ \mathrm{rate}\ 1/(2s^2))`; with ``U`` units, :math:`\sigma_k^2 \mid
+\delta \sim \mathrm{GIG}(p = (\nu - U)/2,\ a = 1/s^2,\ b = \sum_u \delta_{u,k}^2)`, density
+:math:`\propto v^{p-1} e^{-(a v + b/v)/2}`.  In :math:`\lambda_k = \log\sigma_k` the prior
+with the log transform's Jacobian is :math:`\nu\lambda_k - e^{2\lambda_k}/(2s^2)`: where the
+data cannot tell small scales apart, the posterior's left tail in :math:`\lambda_k` decays like
+:math:`e^{\nu\lambda_k}`.
 """
 
 from __future__ import annotations
@@ -355,18 +361,19 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
 
 
 def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None,
-                            width=SLICE_WIDTH, order: int = 1):
+                            width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1):
     r"""The step scales' update in (partially) non-centred coordinates: with exponents
     :math:`w_{u,k} \in [0, 1]` (default 1), the coordinates :math:`\tilde\epsilon_{u,k} =
     \delta_{u,k} / \sigma_k^{w_{u,k}}` held fixed and each :math:`\lambda_k = \log\sigma_k` in
     turn drawn by slice sampling (Neal 2003, stepping out from width :data:`SLICE_WIDTH`, then
     shrinkage) from its exact conditional in those coordinates,
 
-    .. math:: F(\lambda) = -\frac{\lVert\sigma\rVert^2}{2 s^2} + \sum_k \lambda_k
+    .. math:: F(\lambda) = -\frac{\lVert\sigma\rVert^2}{2 s^2} + \nu\sum_k \lambda_k
               + \sum_{u,k}\Big[(w_{u,k} - 1)\lambda_k - \frac{\delta_{u,k}^2}{2\sigma_k^2}\Big]
               + \sum_u \ell_u(\eta_u),\qquad \delta = \tilde\epsilon\,\sigma^{w},
 
-    (half-normal prior, the log transform's Jacobian, the increments' normal density with the
+    (the scaled-chi prior with ``prior_dof`` = :math:`\nu` and the log transform's Jacobian,
+    module docstring; the increments' normal density with the
     Jacobian :math:`\sigma^{w}` of :math:`\tilde\epsilon \mapsto \delta`, the cells through the
     centred :math:`\eta`).  ``w = 1`` is the non-centred parametrization, ``w = 0`` the centred
     one; in between, the partially non-centred one of Papaspiliopoulos, Roberts and Skold (2007),
@@ -386,7 +393,7 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             d = eps * sg[None, :] ** W
             th = base + walk_offsets(centred(d, groups), code, order)
-            f = (unit_loglik(X, th, kappa).sum() - (sg**2).sum() / (2 * s2) + lam.sum()
+            f = (unit_loglik(X, th, kappa).sum() - (sg**2).sum() / (2 * s2) + prior_dof * lam.sum()
                  + (wsum * lam).sum() - (d**2 / (2 * sg[None, :] ** 2)).sum())
         return f if np.isfinite(f) else -np.inf
 
@@ -438,7 +445,7 @@ def _slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
 
 
 def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, width=SLICE_WIDTH,
-                           order: int = 1):
+                           order: int = 1, prior_dof: int = 1):
     r"""The step scales' update along the increments' conditional: each :math:`\lambda_k =
     \log\sigma_k` in turn drawn by slice sampling with every unit's increments carried along the
     Gaussian approximation of their conditional given :math:`\sigma`.
@@ -457,17 +464,17 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
 
     ``C`` the centring, :math:`\Xi_g` centred and standard normal on its contrasts.  The
     coordinates.  Hold :math:`\Xi_g = (\eta_g - (C e_g)\bar Q P^{-1}) R` (centred, since the
-    maps act on the columns and ``C`` on the rows) and :math:`\nu_g = \bar\delta_g/\sigma` (the
+    maps act on the columns and ``C`` on the rows) and :math:`\zeta_g = \bar\delta_g/\sigma` (the
     group's mean raw increment, informed by the prior only) fixed: a bijection for every
     :math:`\sigma`, with Jacobian :math:`|R|^{-(J_g-1)}\prod_k\sigma_k` per group.  Slice
     sampling :math:`\lambda_k` from
 
-    .. math:: F(\lambda) = -\frac{\lVert\sigma\rVert^2}{2s^2} + \sum_k\lambda_k
+    .. math:: F(\lambda) = -\frac{\lVert\sigma\rVert^2}{2s^2} + \nu\sum_k\lambda_k
               - \sum_{u,k}\Big[\frac{\delta_{u,k}^2}{2\sigma_k^2} + \lambda_k\Big]
               - (U - G)\log|R| + G\sum_k \lambda_k + \sum_u\ell_u(\eta_u)
 
-    (``U`` units in ``G`` groups) is an exact Gibbs update in those coordinates whatever the
-    approximation's quality.  When it is good, a change of :math:`\sigma_k` moves the increments
+    (``U`` units in ``G`` groups; :math:`\nu` = ``prior_dof``, module docstring) is an exact
+    Gibbs update in those coordinates whatever the approximation's quality.  When it is good, a change of :math:`\sigma_k` moves the increments
     the way their conditional does: where the cells pin them down they stay, where they do not
     they are rescaled (the data-driven partial non-centring of Papaspiliopoulos, Roberts and
     Skold 2007, with a location shift), and the neighbouring increments of a walk, which the
@@ -517,7 +524,8 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
             except np.linalg.LinAlgError:
                 return -np.inf
             sg = np.exp(lv)
-            f = (unit_loglik(X, base + walk_offsets(et, code, order), kappa).sum() - (sg * sg).sum() / (2 * s2) + lv.sum()
+            f = (unit_loglik(X, base + walk_offsets(et, code, order), kappa).sum() - (sg * sg).sum() / (2 * s2)
+                 + prior_dof * lv.sum()
                  - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
         return f if np.isfinite(f) else -np.inf
 
@@ -531,11 +539,11 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     return np.exp(lam), d, evals
 
 
-def scale_draw(rng, delta, prior_scale: float):
-    r"""The step scales' exact conditional draw given the raw increments ``(U, K-1)`` (module
-    docstring)."""
+def scale_draw(rng, delta, prior_scale: float, prior_dof: int = 1):
+    r"""The step scales' exact conditional draw given the raw increments ``(U, K-1)`` under the
+    scaled-chi prior with ``prior_dof`` degrees of freedom (module docstring)."""
     U = delta.shape[0]
     a = 1.0 / float(prior_scale) ** 2
     b = (delta**2).sum(axis=0)
-    v = geninvgauss.rvs((1.0 - U) / 2.0, np.sqrt(a * b), scale=np.sqrt(b / a), random_state=rng)
+    v = geninvgauss.rvs((prior_dof - U) / 2.0, np.sqrt(a * b), scale=np.sqrt(b / a), random_state=rng)
     return np.sqrt(np.atleast_1d(v))
