@@ -141,8 +141,11 @@ def _unit_terms(cells, xi, theta, N, r, rsum, kappa, x, row_ptr, rows, acc, mark
 
 
 @numba.njit(cache=True)
-def _log_density(Delta, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res,
-                 row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact):
+def _log_density(Delta, D, u, v, ctx):
+    """The pair's log density at ``Delta`` along ``D`` (module docstring); ``ctx`` the state
+    and work buffers of :func:`_carried`."""
+    (grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows, w, acc, mark,
+     touched, theta, level, hbuf, frac, pbuf, lfact) = ctx
     K1 = D.size
     out = 0.0
     for a in range(K1):
@@ -209,6 +212,8 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
     pbuf = np.empty(d)
     xi_u = np.empty(d, dtype=np.int64)
     xi_v = np.empty(d, dtype=np.int64)
+    ctx = (grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows, w, acc,
+           mark, touched, theta, level, hbuf, frac, pbuf, lfact)
     evals = 0
     for p in range(pu.size):
         u, v = pu[p], pv[p]
@@ -224,8 +229,7 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
                 _shift(pbuf, _softmax_terms(theta, pbuf), float(N[unit]), r[unit], rsum[unit], hbuf, frac)
                 for i in range(d):
                     xi[i] = x[cells[i]] - hbuf[i]
-            f0 = _log_density(0.0, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v,
-                              x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact)
+            f0 = _log_density(0.0, D, u, v, ctx)
             evals += 1
             lev = f0 + math.log(np.random.random())
             wd = widths[k]
@@ -233,21 +237,18 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
             right = left + wd
             for _ in range(_MAX_OUT):
                 evals += 1
-                if _log_density(left, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u,
-                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact) <= lev:
+                if _log_density(left, D, u, v, ctx) <= lev:
                     break
                 left -= wd
             for _ in range(_MAX_OUT):
                 evals += 1
-                if _log_density(right, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u,
-                                xi_v, x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact) <= lev:
+                if _log_density(right, D, u, v, ctx) <= lev:
                     break
                 right += wd
             while True:
                 t = left + (right - left) * np.random.random()
                 evals += 1
-                ft = _log_density(t, D, u, v, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v,
-                                  x, res, row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact)
+                ft = _log_density(t, D, u, v, ctx)
                 if ft > lev:
                     break
                 if t < 0.0:
