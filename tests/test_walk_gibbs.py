@@ -528,6 +528,26 @@ def test_scoring_steps_that_overshoot_into_non_finite_values_are_halved():
     assert np.allclose(L[:, 0, 0], 1.0 / D[:, 0])
 
 
+def test_proposals_into_non_finite_values_are_rejected_quietly():
+    # a target like the walk's when a proposal underflows a category share: log 0 = -inf for
+    # D > 0 (NumPy's divide-by-zero), so every such proposal must be rejected, the others kept
+    # with their exact ratio, and no floating-point error raised (the caller's errstate is
+    # strict here)
+    rng = np.random.default_rng(3)
+    n = 400
+
+    def target(D):
+        return np.log(np.where(D[:, 0] > 0, 0.0, 1.0)) - 0.5 * D[:, 0] ** 2
+
+    def score(D, rows):
+        return -D, np.ones((rows.size, 1, 1))
+
+    with np.errstate(all="raise"):
+        step, accept = wk.laplace_mh(rng, target, score, np.zeros((n, 1)))
+    assert np.all(step[accept, 0] <= 0) and np.all(step[~accept, 0] == 0)
+    assert 0.2 < accept.mean() < 0.8                    # about half the proposals are negative
+
+
 @pytest.mark.parametrize("order", [1, 2])
 def test_increments_from_steps_inverts_slopes(order):
     eta = np.random.default_rng(5).normal(size=(4, 6))

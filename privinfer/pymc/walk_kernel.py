@@ -285,7 +285,7 @@ def laplace_mh(rng, target, score, start):
     prop = D + np.linalg.solve(np.swapaxes(L, 1, 2), (z * r[:, None])[..., None])[..., 0]
     back = np.einsum("mk,mkl,ml->m", D, Q, D)          # (0 - m)' Q (0 - m)
     fwd = (z**2).sum(axis=1) * r**2                    # (prop - m)' Q (prop - m)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):   # rejected below
         log_ratio = target(prop) - target(np.zeros_like(D)) + _log_q(back, k) - _log_q(fwd, k)
     accept = ok & (np.log(rng.random(n_moves)) < np.where(np.isfinite(log_ratio), log_ratio, -np.inf))
     return np.where(accept[:, None], prop, 0.0), accept
