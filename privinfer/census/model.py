@@ -262,6 +262,7 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
     leaf = hier.levels[-1]
     w = pm.Data(f"noncentering_{name}",
                 np.zeros((U, K - 1)) if centred else _walk_noncentering(hier, axis, est, order))
+    # alpha as float64: a Python 2.0 would become a float32 constant (log 2 in single precision)
     step = pm.Weibull(f"step_scale_{name}", alpha=np.float64(2.0), beta=step_prior * np.sqrt(2.0), shape=(K - 1,))
     raw = pm.Normal(f"step_{leaf}_{name}", 0.0, step[None, :] ** (1.0 - w), shape=(U, K - 1))
     inc = step[None, :] ** w * raw

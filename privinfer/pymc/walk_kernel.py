@@ -393,7 +393,7 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             d = eps * sg[None, :] ** W
             th = base + walk_offsets(centred(d, groups), code, order)
-            f = (unit_loglik(X, th, kappa).sum() - (sg**2).sum() / (2 * s2) + prior_dof * lam.sum()
+            f = (unit_loglik(X, th, kappa).sum() + _log_scale_prior(lam, s2, prior_dof)
                  + (wsum * lam).sum() - (d**2 / (2 * sg[None, :] ** 2)).sum())
         return f if np.isfinite(f) else -np.inf
 
@@ -474,12 +474,12 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
               - (U - G)\log|R| + G\sum_k \lambda_k + \sum_u\ell_u(\eta_u)
 
     (``U`` units in ``G`` groups; :math:`\nu` = ``prior_dof``, module docstring) is an exact
-    Gibbs update in those coordinates whatever the approximation's quality.  When it is good, a change of :math:`\sigma_k` moves the increments
-    the way their conditional does: where the cells pin them down they stay, where they do not
-    they are rescaled (the data-driven partial non-centring of Papaspiliopoulos, Roberts and
-    Skold 2007, with a location shift), and the neighbouring increments of a walk, which the
-    cells identify only through their sums, move together -- ``F`` is then close to
-    :math:`\sigma`'s marginal.  Without groups (no centring) :math:`\eta_u = e_u\bar Q P^{-1} +
+    Gibbs update in those coordinates whatever the approximation's quality.  When it is good, a
+    change of :math:`\sigma_k` moves the increments the way their conditional does: where the
+    cells pin them down they stay, where they do not they are rescaled (the data-driven partial
+    non-centring of Papaspiliopoulos, Roberts and Skold 2007, with a location shift), and the
+    neighbouring increments of a walk, which the cells identify only through their sums, move
+    together -- ``F`` is then close to :math:`\sigma`'s marginal.  Without groups (no centring) :math:`\eta_u = e_u\bar Q P^{-1} +
     \Xi_u R^{-1}` with Jacobian :math:`|R|^{-U}`.  Returns the new scales and raw increments
     and the number of evaluations of ``F``.  ``width``: the slice's initial width, one or one
     per scale (a constant of the chain; :class:`~privinfer.pymc.WalkGibbs` tunes it during
@@ -524,8 +524,7 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
             except np.linalg.LinAlgError:
                 return -np.inf
             sg = np.exp(lv)
-            f = (unit_loglik(X, base + walk_offsets(et, code, order), kappa).sum() - (sg * sg).sum() / (2 * s2)
-                 + prior_dof * lv.sum()
+            f = (unit_loglik(X, base + walk_offsets(et, code, order), kappa).sum() + _log_scale_prior(lv, s2, prior_dof)
                  - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
         return f if np.isfinite(f) else -np.inf
 
@@ -537,6 +536,15 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
         evals += n
     _, d, _ = state(lam)
     return np.exp(lam), d, evals
+
+
+def _log_scale_prior(lam, s2: float, prior_dof: int = 1) -> float:
+    r"""The step scales' log prior in :math:`\lambda = \log\sigma`, the log transform's Jacobian
+    included, up to a constant: :math:`\nu\sum_k\lambda_k - \sum_k e^{2\lambda_k}/(2s^2)` for
+    the scaled chi with ``prior_dof`` = :math:`\nu` degrees of freedom and ``s2`` =
+    :math:`s^2` (module docstring); the prior term of both slice updates of the scales."""
+    lam = np.asarray(lam, dtype=float)
+    return prior_dof * lam.sum() - np.exp(2.0 * lam).sum() / (2.0 * s2)
 
 
 def scale_draw(rng, delta, prior_scale: float, prior_dof: int = 1):
