@@ -17,11 +17,14 @@
   Dirichlet-multinomial cells and their step scales (assigned by ``pm.sample()`` to walks
   recorded with :func:`register_walk`); :func:`increments_from_steps`, a walk's raw increments
   from its steps.
+* :class:`Rescaled` -- a free coordinate divided by a constant (a transform chained after the
+  default one): the same model, a better start for NUTS's identity mass matrix.
 """
 
 from .measured import DirichletMultinomialCells, MeasuredPairsGibbs
 from .latents import ConditionalPrior, affine_latent, constrained_vector, lattice_latent, prior_logp, started
 from .observe import add_augmented_log_likelihood, observe, posterior_predictive_releases
+from .precondition import Rescaled
 from .walk import WalkGibbs, register_walk
 from .walk_kernel import increments_from_steps
 from .steps import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
@@ -47,4 +50,5 @@ __all__ = [
     "WalkGibbs",
     "register_walk",
     "increments_from_steps",
+    "Rescaled",
 ]
