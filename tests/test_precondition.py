@@ -29,9 +29,8 @@ def test_log_rescaled_half_normal_keeps_its_law(h):
     assert m.rvs_to_values[m["s"]].name == "s_chain__"
     p = _density_of_u(m, "s")
     # s = exp(h u): the mass sits where |log s| is a few units, i.e. |u| <= 40 / h
-    u = np.linspace(-40.0 / h, 5.0 / h, 200_001)
-    dens = np.array([p(v) for v in u[::50]])
-    grid = u[::50]
+    grid = np.linspace(-40.0 / h, 5.0 / h, 4001)
+    dens = np.array([p(v) for v in grid])
     assert integrate.trapezoid(dens, grid) == pytest.approx(1.0, abs=1e-6)
     assert integrate.trapezoid(dens * np.exp(h * grid), grid) == pytest.approx(sigma * np.sqrt(2 / np.pi), abs=1e-6)
 

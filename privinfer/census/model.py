@@ -55,18 +55,19 @@ log scales 0.4-0.7 against 0.9-1.3, the 22 scales' bulk ESS min 16 / median 36 a
 200 draws.
 
 Sampling (``walk_steps="gibbs"``, the default from :data:`GIBBS_UNITS` tracts on): the tracts'
-walk increments and their step scales by :class:`~privinfer.pymc.WalkGibbs` -- given the cells, the tracts' departures are
-conditionally independent up to their sum-to-zero constraint, so pairs of sibling tracts are
-updated at once by independence Metropolis--Hastings moves from the Laplace approximation of
-their exact conditional, then moved again with the cells carried along (each cell shifted with
-its conditional mean by the weight :math:`v_m/(v_m + \hat x)` of the prior in it, ``v_m`` its
-GLS variance; :mod:`privinfer.pymc.walk_carry`), and the step scales by an exact generalized
-inverse Gaussian draw interwoven with a transport slice update; NUTS for the remaining continuous parameters
-(profiles, county scales, overdispersion), whose number no longer grows with the tracts; the
-top profile's, the county scales' and the overdispersion's free coordinates are divided by
-rough posterior sds from the GLS estimate (:class:`~privinfer.pymc.Rescaled`: the same model),
-so the identity mass matrix NUTS keeps for its first 101 iterations fits (Kentucky's tracts: 85
-leapfrog steps per iteration there instead of 240, 2 x 17,500 fewer in the warm-up).
+walk increments and their step scales by :class:`~privinfer.pymc.WalkGibbs` -- given the cells,
+the tracts' departures are conditionally independent up to their sum-to-zero constraint, so
+pairs of sibling tracts are updated at once by independence Metropolis--Hastings moves from the
+Laplace approximation of their exact conditional, then moved again with the cells carried along
+(each cell shifted with its conditional mean by the weight :math:`v_m/(v_m + \hat x)` of the
+prior in it, ``v_m`` its GLS variance; :mod:`privinfer.pymc.walk_carry`), and the step scales by
+an exact generalized inverse Gaussian draw interwoven with a transport slice update; NUTS for
+the remaining continuous parameters (profiles, county scales, overdispersion), whose number no
+longer grows with the tracts; the top profile's, the county scales' and the overdispersion's
+free coordinates are divided by rough posterior sds from the GLS estimate
+(:class:`~privinfer.pymc.Rescaled`: the same model), so the identity mass matrix NUTS keeps for
+its first 101 iterations fits (Kentucky's tracts: 85 leapfrog steps per iteration there instead
+of 240, 2 x 17,500 fewer in the warm-up).
 ``walk_steps="nuts"``: NUTS for every continuous parameter, the walk's increments partially
 non-centred (Papaspiliopoulos, Roberts and Skold 2007: each increment between its centred and
 non-centred form by how well the release determines it; the prior is the same for every
@@ -125,13 +126,13 @@ def start_point(release, estimate=None) -> np.ndarray:
     return split_group_totals(inv.partition.codes, np.asarray(release.t, dtype=np.int64), est.x)
 
 
-def _profiles(hier, profile_scale: float, scale_prior: float, est):
+def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_scale: dict):
     """The log profiles :math:`\\theta` of the units of every level above the lowest (in the
     model's context); returns the lowest level's parents' profiles ``(U_{L-2}, d)`` (the
     state's, as one row, when the lowest level is the top).  The top profile and the log
-    scales are NUTS's coordinates divided by rough posterior sds (:func:`_coordinate_scales`)."""
+    scales are NUTS's coordinates divided by ``h_top`` and ``h_scale[level]``, rough posterior
+    sds (:func:`_coordinate_scales`)."""
     d = hier.d
-    h_top, h_scale = _coordinate_scales(hier, est)
     theta = pm.ZeroSumNormal(f"log_profile_{hier.levels[0]}", sigma=profile_scale, shape=(d,), dims="combination",
                              transform=Rescaled(h_top))
     theta = theta[None, :]
@@ -147,25 +148,28 @@ def _profiles(hier, profile_scale: float, scale_prior: float, est):
 
 
 def _coordinate_scales(hier, est):
-    r"""Rough posterior sds of NUTS's free coordinates of the top log profile and of each
-    middle level's log departure scales, the constants of their :class:`~privinfer.pymc.Rescaled`
+    r"""Rough posterior sds of NUTS's free coordinates of the top log profile, of each middle
+    level's log departure scales and of the log overdispersion, the constants of their
+    :class:`~privinfer.pymc.Rescaled`
     transforms (any positive value gives the same model; these make the identity mass matrix NUTS
     starts from fit).  The top profile is about the mean of its children's log profiles, so its
     sd is about :math:`\sqrt{\mathrm{median}_k(\hat\tau_k^2 + \bar s^2_k)/U_1}`, with
     :math:`\hat\tau_k^2` the children's spread by the method of moments and :math:`\bar s^2_k`
     their log counts' mean sampling variance (:func:`_unit_tables`); a scale estimated from
     :math:`U_l` departures has :math:`\mathrm{sd}(\log\hat\tau) \approx 1/\sqrt{2(U_l - 1)}`
-    (1, its prior's order, for a single unit).  On Kentucky's tracts the posterior sds are
-    0.005-0.015 and 0.07-0.15, against 0.1-1 for the counties' departures."""
+    (1, its prior's order, for a single unit); every one of the ``n`` cells carries its
+    Dirichlet-multinomial's excess variance, so :math:`\log\phi` has sd of order
+    :math:`2/\sqrt n`.  On Kentucky's tracts the posterior sds are 0.005-0.015, 0.07-0.15 and
+    0.017 (these give 0.014, 0.065 and 0.009), against 0.1-1 for the counties' departures."""
     lvl = 1 if hier.depth >= 2 else 0
     n, s2 = _unit_tables(hier, lvl, est)
     logs = np.log(n) - np.log(n).mean(axis=1, keepdims=True)
     U = logs.shape[0]
-    spread = np.maximum(logs.var(axis=0) - s2.mean(axis=0), 1e-4) if U > 1 else np.zeros(hier.d)
+    spread = _moment_spread(logs, s2) if U > 1 else np.zeros(hier.d)
     h_top = float(np.sqrt(np.median(spread + s2.mean(axis=0)) / U))
-    h_scale = {l: 1.0 / np.sqrt(2.0 * max(hier.n_units(l) - 1, 1)) if hier.n_units(l) > 1 else 1.0
+    h_scale = {l: 1.0 / np.sqrt(2.0 * (hier.n_units(l) - 1)) if hier.n_units(l) > 1 else 1.0
                for l in range(1, hier.depth - 1)}
-    return h_top, h_scale
+    return h_top, h_scale, 2.0 / np.sqrt(max(hier.n, 4))
 
 
 def _sibling_centred(dep, parent: np.ndarray):
@@ -182,6 +186,13 @@ def _sibling_centred(dep, parent: np.ndarray):
     return dep - (sums / size[:, None])[parent]
 
 
+def _moment_spread(est, s2):
+    """The spread of effects between units by the method of moments, per column: the variance of
+    their rough estimates ``est`` ``(units, k)`` less their mean sampling variance ``s2``, floored
+    at 1e-4."""
+    return np.maximum(est.var(axis=0) - s2.mean(axis=0), 1e-4)
+
+
 def _noncentering_weights(dep, s2):
     r"""Exponents :math:`w = 1/(1 + \sigma^2 I)` of a partially non-centred parametrization
     (Papaspiliopoulos, Roberts and Skold 2007, Sec. 4): a normal effect
@@ -192,7 +203,7 @@ def _noncentering_weights(dep, s2):
     the effects with sampling variances ``s2``; :math:`\sigma^2` per column by the method of
     moments (floored at 1e-4)."""
     if dep.shape[0] > 1:
-        spread = np.maximum(dep.var(axis=0) - s2.mean(axis=0), 1e-4)
+        spread = _moment_spread(dep, s2)
     else:
         spread = np.full(dep.shape[1], 1e-2)
     return 1.0 / (1.0 + spread[None, :] / s2)
@@ -377,11 +388,11 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
     coords = {"cell": list(ids), "combination": combos}
     coords.update({hier.levels[l]: [str(u) for u in hier.unit_labels[l]] for l in range(1, hier.depth - 1)})
     with pm.Model(coords=coords) as model:
-        theta = _profiles(hier, float(profile_scale), float(scale_prior), est)
+        h_top, h_scale, h_phi = _coordinate_scales(hier, est)
+        theta = _profiles(hier, float(profile_scale), float(scale_prior), h_top, h_scale)
         # overdispersion phi = 1/sqrt(kappa) (phi -> 0 is the multinomial; a cell's share has
         # relative sd about phi / sqrt(p)), a scale with a half-normal prior
-        phi = (pm.HalfNormal("overdispersion", sigma=0.3, transform=Rescaled(2.0 / np.sqrt(max(hier.n, 4))))
-               if overdispersion is None
+        phi = (pm.HalfNormal("overdispersion", sigma=0.3, transform=Rescaled(h_phi)) if overdispersion is None
                else pt.constant(float(overdispersion)))
         kappa = pm.Deterministic("concentration", 1.0 / phi**2)
         par = np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else np.zeros(hier.n_units(0), np.int64)

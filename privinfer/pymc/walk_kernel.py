@@ -479,11 +479,11 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     cells pin them down they stay, where they do not they are rescaled (the data-driven partial
     non-centring of Papaspiliopoulos, Roberts and Skold 2007, with a location shift), and the
     neighbouring increments of a walk, which the cells identify only through their sums, move
-    together -- ``F`` is then close to :math:`\sigma`'s marginal.  Without groups (no centring) :math:`\eta_u = e_u\bar Q P^{-1} +
-    \Xi_u R^{-1}` with Jacobian :math:`|R|^{-U}`.  Returns the new scales and raw increments
-    and the number of evaluations of ``F``.  ``width``: the slice's initial width, one or one
-    per scale (a constant of the chain; :class:`~privinfer.pymc.WalkGibbs` tunes it during
-    warm-up only)."""
+    together -- ``F`` is then close to :math:`\sigma`'s marginal.  Without groups (no centring)
+    :math:`\eta_u = e_u\bar Q P^{-1} + \Xi_u R^{-1}` with Jacobian :math:`|R|^{-U}`.  Returns
+    the new scales and raw increments and the number of evaluations of ``F``.  ``width``: the
+    slice's initial width, one or one per scale (a constant of the chain;
+    :class:`~privinfer.pymc.WalkGibbs` tunes it during warm-up only)."""
     U, K1 = delta.shape
     onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
     e = empirical_increments(X, base, code, order)
