@@ -5,6 +5,7 @@ See :mod:`privinfer.inference.odds_ratio` (Cho and Awan, Semi-DP paper, Sec. 5.3
 :mod:`privinfer.inference.bayes_odds_ratio`.  The PyMC model is imported lazily.
 """
 
+from .calibration import IntervalCoverage, interval_coverage
 from .estimates import GLSEstimate
 from .gls import gls, gls_estimate, topdown_style_estimate
 from .hierarchical_gls import HierarchicalGLS, HierarchicalGLSEstimate, hierarchical_gls
@@ -27,6 +28,8 @@ from .bayes_odds_ratio import (
 )
 
 __all__ = [
+    "IntervalCoverage",
+    "interval_coverage",
     "GLSEstimate",
     "HierarchicalGLS",
     "HierarchicalGLSEstimate",
