@@ -78,6 +78,26 @@ def test_tract_cell_coverage_near_nominal(study):
         assert abs(c["coverage"] - level) <= 4 * max(binom, c["cluster_se"]) + allowance, (key, c)
 
 
+def test_randomized_coverage_of_tract_cells_near_nominal(study):
+    r = study.results
+    level = r["level"]
+    rnd = r["tract_randomized_coverage"]
+    tail = (1 - level) / 2
+    mc = 2 * np.sqrt(tail * (1 - tail) / r["convergence"]["cells_min_ess"])
+    # every cell's randomized indicator lies in [0, 1] with mean `level` under calibration, so
+    # over n cells its mean has at most the binomial sd; the cells of one tract are correlated,
+    # by the factor the closed coverage's spread over tracts shows (at least 1): 4 sd, plus
+    # the Monte Carlo allowance of the interval ends (test above)
+    inflate = max(1.0, r["tract_coverage"]["posterior"]["cluster_se"] / np.sqrt(level * (1 - level) / r["cells"]))
+    for label in ("all", "<30"):
+        c = rnd[label]
+        sd = inflate * np.sqrt(level * (1 - level) / c["n"])
+        assert abs(c["randomized"] - level) <= 4 * sd + mc, (label, c, sd, mc)
+        # the randomized interval keeps a part of each end's atom: never above the closed one
+        assert c["randomized"] <= c["covered"] + 1e-12 and c["mass"] >= level - mc
+    assert rnd["all"]["n"] == r["cells"]
+
+
 def test_gls_coverage_of_county_and_state_cells(study):
     # sums of tract cells: GLS's intervals use their exact variances, so the binomial band holds
     # at every level (4 sd; the sums' errors are nearly independent across sex x age cells)
