@@ -187,6 +187,10 @@ def test_smooth_departures_enter_the_prior_as_written(walk_steps, walk_order):
         hierarchy_model(rel, smooth="colour")
     with pytest.raises(ValueError, match="walk_order"):
         hierarchy_model(rel, walk_order=3)
+    with pytest.raises(ValueError, match="cell_effects"):
+        hierarchy_model(rel, cell_effects="yes")
+    with pytest.raises(ValueError, match="cell_effect_prior"):
+        hierarchy_model(rel, cell_effects=True, cell_effect_prior=-1.0)
 
 
 # --- exact posterior on 2 tracts x 2 cells -------------------------------------------------

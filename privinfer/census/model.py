@@ -73,11 +73,11 @@ Laplace approximation of their exact conditional, then moved again with the cell
 prior in it, ``v_m`` its GLS variance; :mod:`privinfer.pymc.walk_carry`), and the step scales by
 an exact generalized inverse Gaussian draw interwoven with a transport slice update; NUTS for
 the remaining continuous parameters (profiles, county scales, overdispersion), whose number no
-longer grows with the tracts; the top profile's, the county scales' and the overdispersion's
-free coordinates are divided by rough posterior sds from the GLS estimate
-(:class:`~privinfer.pymc.Rescaled`: the same model), so the identity mass matrix NUTS keeps for
-its first 101 iterations fits (Kentucky's tracts: 85 leapfrog steps per iteration there instead
-of 240, 2 x 17,500 fewer in the warm-up).
+longer grows with the tracts (the cell effects, when on, are NUTS's too, one per cell); the top
+profile's, the county scales' and the overdispersion's free coordinates are divided by rough
+posterior sds from the GLS estimate (:class:`~privinfer.pymc.Rescaled`: the same model), so the
+identity mass matrix NUTS keeps for its first 101 iterations fits (Kentucky's tracts: 85
+leapfrog steps per iteration there instead of 240, 2 x 17,500 fewer in the warm-up).
 ``walk_steps="nuts"``: NUTS for every continuous parameter, the walk's increments partially
 non-centred (Papaspiliopoulos, Roberts and Skold 2007: each increment between its centred and
 non-centred form by how well the release determines it; the prior is the same for every
@@ -342,7 +342,7 @@ def _cell_effects(hier, prior_scale: float):
     return omega * xi
 
 
-def _checked_options(hier, walk_steps, walk_order, **positive):
+def _checked_options(hier, walk_steps, walk_order, cell_effects, **positive):
     """``walk_steps`` resolved (``"auto"``: ``"gibbs"`` from :data:`GIBBS_UNITS` lowest-level
     units on); one-line errors for bad options (``positive``: numbers that must be finite and
     > 0, None allowed for ``overdispersion``)."""
@@ -350,6 +350,8 @@ def _checked_options(hier, walk_steps, walk_order, **positive):
         raise ValueError("walk_steps must be 'auto', 'gibbs' or 'nuts'")
     if walk_order not in (1, 2):
         raise ValueError("walk_order must be 1 or 2")
+    if not isinstance(cell_effects, (bool, np.bool_)):
+        raise ValueError("cell_effects must be True or False")
     for name, v in positive.items():
         if v is None and name == "overdispersion":
             continue
@@ -429,12 +431,13 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         the cells as the int64 variable ``x`` in the frame's row order (coordinate ``cell``:
         the cell ids ``"tract|sex|age"``), the parameters ``log_profile_<level>``,
         ``scale_<level>``, ``departure_<level>``, ``step_scale_<attribute>``,
-        ``step_<leaf level>_<attribute>``, ``concentration``, and the observed measurements
-        ``y``.  ``pm.sample()`` assigns NUTS and :class:`~privinfer.pymc.MeasuredPairsGibbs`
+        ``step_<leaf level>_<attribute>``, ``concentration`` (with ``cell_effects``:
+        ``cell_effect``, ``cell_effect_scale``), and the observed measurements ``y``.
+        ``pm.sample()`` assigns NUTS and :class:`~privinfer.pymc.MeasuredPairsGibbs`
         by itself.
     """
     mech, inv = _checked(release)
-    walk_steps = _checked_options(mech.hierarchy, walk_steps, walk_order, profile_scale=profile_scale,
+    walk_steps = _checked_options(mech.hierarchy, walk_steps, walk_order, cell_effects, profile_scale=profile_scale,
                                   scale_prior=scale_prior, step_prior=step_prior, cell_effect_prior=cell_effect_prior,
                                   overdispersion=overdispersion)
     hier = mech.hierarchy
