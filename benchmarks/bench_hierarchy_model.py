@@ -36,7 +36,8 @@ state sex x age, rho 0.0025 each, plus the state total); small cells are those u
 ``auto``, the model's choice (``WalkGibbs`` from ``privinfer.census.GIBBS_UNITS`` tracts on).
 
 ``--cell-effects``: ``hierarchy_model(cell_effects=True)``, independent log-normal effects of the
-cells beside the Dirichlet-multinomial, sampled by NUTS with the other continuous parameters.
+cells beside the Dirichlet-multinomial (whose overdispersion is then fixed, 0.001), sampled by
+``CellEffectsGibbs``.
 
 Run: ``python benchmarks/bench_hierarchy_model.py [--table tracts|counties] [--counties N] [--draws 500]
 [--tune 500] [--mode NUMBA] [--walk-steps auto|gibbs|nuts]``
@@ -110,7 +111,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--sweeps", type=float, default=3.0, help="pair-move sweeps per iteration")
     ap.add_argument("--overdispersion", type=float, default=None,
-                    help="fix the cells' overdispersion phi (default: learned)")
+                    help="fix the cells' overdispersion phi (default: the model's, learned without cell effects)")
     ap.add_argument("--walk-steps", choices=("auto", "gibbs", "nuts"), default="auto",
                     help="hierarchy_model(walk_steps=...): WalkGibbs or NUTS for the tract walk")
     ap.add_argument("--cell-effects", action="store_true",
@@ -131,8 +132,8 @@ def main(argv=None):
     t_gls = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    model = hierarchy_model(rel, overdispersion=args.overdispersion, walk_steps=args.walk_steps,
-                            cell_effects=args.cell_effects)
+    model = hierarchy_model(rel, overdispersion="auto" if args.overdispersion is None else args.overdispersion,
+                            walk_steps=args.walk_steps, cell_effects=args.cell_effects)
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()
     with model:

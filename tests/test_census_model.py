@@ -336,17 +336,17 @@ def exact_posterior_with_cell_effects(mech, y):
 
 
 def _check_cell_effects_enter_alpha(model, mech):
-    # at a random point, every cell's alpha is kappa softmax(theta + omega xi) over its tract
+    # at a random point, every cell's alpha is kappa softmax(theta + eps) over its tract
     from privinfer.pymc.registry import model_registry
 
     rng = np.random.default_rng(5)
     point = {k: v + rng.normal(0, 0.5, np.shape(v)) if not k.startswith("x") else v
              for k, v in model.initial_point().items()}
-    names = ["log_profile_state", "cell_effect_scale", "cell_effect"]
+    names = ["log_profile_state", "cell_effect"]
     graphs = model.replace_rvs_by_values([model_registry(model)["lattice"]["x"].prior.alpha]
                                          + [model[n] for n in names])
-    alpha, theta, omega, xi = model.compile_fn(graphs, inputs=model.value_vars, on_unused_input="ignore")(point)
-    eta = theta[None, :] + omega * xi                              # (tract, combination)
+    alpha, theta, eps = model.compile_fn(graphs, inputs=model.value_vars, on_unused_input="ignore")(point)
+    eta = theta[None, :] + eps                                     # (tract, combination)
     expected = special.softmax(eta, axis=1) / OVERDISPERSION**2
     hier = mech.hierarchy
     np.testing.assert_allclose(alpha, expected.ravel()[hier.leaf_unit * hier.d + hier.combination], rtol=1e-10)
@@ -413,3 +413,16 @@ def test_fixed_overdispersion():
     np.testing.assert_allclose(kappa, 1 / 0.05**2)
     with pytest.raises(ValueError, match="overdispersion"):
         hierarchy_model(rel, overdispersion=0.0)
+    with pytest.raises(ValueError, match="overdispersion"):
+        hierarchy_model(rel, overdispersion="learned")
+
+
+def test_overdispersion_auto_is_learned_alone_and_fixed_beside_cell_effects():
+    from privinfer.census.model import CELL_EFFECTS_OVERDISPERSION
+
+    f, rel = small_release()
+    assert "overdispersion" in hierarchy_model(rel).named_vars
+    assert "overdispersion" in hierarchy_model(rel, overdispersion=None, cell_effects=True).named_vars
+    model = hierarchy_model(rel, cell_effects=True)
+    assert "overdispersion" not in model.named_vars
+    np.testing.assert_allclose(pm.draw(model["concentration"]), 1 / CELL_EFFECTS_OVERDISPERSION**2)

@@ -45,11 +45,17 @@ Cell effects (``cell_effects=True``).  The Dirichlet-multinomial's departures ar
 kind: a cell's relative excess sd :math:`\phi/\sqrt{p_i}` grows as its share :math:`p_i`
 shrinks, so one :math:`\phi` cannot give a tract's small cells (its men aged 85+) and its large
 ones departures of the same relative size.  The option adds to every lowest-level cell's log
-profile an independent effect :math:`\epsilon_{u,i} = \omega\,\xi_{u,i}`,
-:math:`\xi_{u,i} \sim N(0, 1)`, :math:`\omega \sim \mathrm{HalfNormal}(s_\omega)`: a
-Poisson-lognormal effect (relative excess variance :math:`e^{\omega^2} - 1` in every cell, the
-NB2 kind) conditioned on the unit totals -- for :math:`\phi \to 0` the logistic-normal
-multinomial (Aitchison and Shen 1980).  Both :math:`\phi` and :math:`\omega` are learned.
+profile an independent effect :math:`\epsilon_{u,i} \sim N(0, \omega^2)`, :math:`\omega \sim
+\mathrm{HalfNormal}(s_\omega)`: a Poisson-lognormal effect (relative excess variance
+:math:`e^{\omega^2} - 1` in every cell, the NB2 kind) conditioned on the unit totals -- for
+:math:`\phi \to 0` the logistic-normal multinomial (Aitchison and Shen 1980).  The two kinds
+together make a ridge (12 Kentucky counties, both learned: the overdispersion's R-hat 1.19 with
+NUTS, the effects' scale's 1.82 with the Gibbs step below), so with the effects on the
+overdispersion is fixed by default at :data:`CELL_EFFECTS_OVERDISPERSION` (0.001: a cell of
+share 1/46 gets a relative excess sd of 0.007 from it, against :math:`\omega` near 0.09 from
+the effects), and the effects and :math:`\omega` are sampled by
+:class:`~privinfer.pymc.CellEffectsGibbs` (exact block moves of each tract's effects and an
+interwoven update of :math:`\omega`).
 
 The step scales' prior is the Rayleigh, density :math:`(\sigma/s_\sigma^2)\,e^{-\sigma^2/(2
 s_\sigma^2)}` (``pm.Weibull(alpha=2, beta=s_sigma * sqrt(2))``; :math:`\sigma_a^2` exponential
@@ -73,7 +79,8 @@ Laplace approximation of their exact conditional, then moved again with the cell
 prior in it, ``v_m`` its GLS variance; :mod:`privinfer.pymc.walk_carry`), and the step scales by
 an exact generalized inverse Gaussian draw interwoven with a transport slice update; NUTS for
 the remaining continuous parameters (profiles, county scales, overdispersion), whose number no
-longer grows with the tracts (the cell effects, when on, are NUTS's too, one per cell); the top
+longer grows with the tracts (the cell effects, when on, by
+:class:`~privinfer.pymc.CellEffectsGibbs`); the top
 profile's, the county scales' and the overdispersion's free coordinates are divided by rough
 posterior sds from the GLS estimate (:class:`~privinfer.pymc.Rescaled`: the same model), so the
 identity mass matrix NUTS keeps for its first 101 iterations fits (Kentucky's tracts: 85
@@ -100,9 +107,9 @@ from ..lattice import MoveCycle, PairMoves
 from ..mechanisms.hierarchy import HierarchyMeasurements
 from ..mechanisms.noisy_measurements import MeasurementRelease
 from ..pymc import (DirichletMultinomialCells, Rescaled, increments_from_steps, lattice_latent, observe,
-                    register_walk)
+                    register_cell_effects, register_walk)
 
-__all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS"]
+__all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS", "CELL_EFFECTS_OVERDISPERSION"]
 
 #: ``hierarchy_model(walk_steps="auto")`` samples the walk with WalkGibbs from this many
 #: lowest-level units on (NUTS below; see ``walk_steps``).  Measured on Kentucky tracts with the
@@ -113,6 +120,10 @@ __all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS"]
 #: NUTS's trajectories grow so long that 2 x 600 iterations did not finish in an hour.  Below 10
 #: units the choice is not measured and NUTS is kept.
 GIBBS_UNITS = 10
+
+#: The overdispersion :math:`\phi` fixed by ``overdispersion="auto"`` when the cell effects are
+#: on (module docstring: learned beside them, the two make a ridge).
+CELL_EFFECTS_OVERDISPERSION = 0.001
 
 
 def _checked(release):
@@ -329,37 +340,51 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
 
 def _cell_effects(hier, prior_scale: float):
     r"""Independent log-normal effects of the lowest-level units' cells, ``(U_leaf, d)``:
-    :math:`\epsilon_{u,i} = \omega\,\xi_{u,i}`, :math:`\xi_{u,i} \sim N(0, 1)` (non-centred:
-    most cells' effects are barely determined by their counts, so their posterior stays close to
-    the prior and :math:`\omega` moves without them), :math:`\omega \sim
-    \mathrm{HalfNormal}(s_\omega)`, added to the units' log profiles (module docstring)."""
+    :math:`\epsilon_{u,i} \sim N(0, \omega^2)`, :math:`\omega \sim
+    \mathrm{HalfNormal}(s_\omega)`, to be added to the units' log profiles (module docstring);
+    returns the effects and :math:`\omega`.  :class:`~privinfer.pymc.CellEffectsGibbs` samples
+    both (centred draws and a non-centred update of :math:`\omega`, interwoven)."""
     leaf = hier.levels[-1]
     model = pm.modelcontext(None)
     if leaf not in model.coords:
         model.add_coord(leaf, [str(u) for u in hier.unit_labels[-1]])
     omega = pm.HalfNormal("cell_effect_scale", sigma=prior_scale)
-    xi = pm.Normal("cell_effect", 0.0, 1.0, dims=(leaf, "combination"))
-    return omega * xi
+    return pm.Normal("cell_effect", 0.0, omega, dims=(leaf, "combination")), omega
+
+
+def _leaf_profiles(hier, theta, axis, est, centred: bool, walk_order: int, step_prior: float, effect_prior):
+    """The lowest level's parents' log profiles ``base``, the smooth departures (``walk``, None
+    without ``axis``), the lowest units' log profiles without the cell effects ``eta`` and the
+    cell effects with their scale (``eps``; None when ``effect_prior`` is None)."""
+    par = np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else np.zeros(hier.n_units(0), np.int64)
+    base = theta[par]
+    walk = None if axis is None else _smooth_departures(hier, axis, step_prior, est, centred, walk_order)
+    eta = base if walk is None else base + walk[0]
+    eps = None if effect_prior is None else _cell_effects(hier, effect_prior)
+    return base, walk, eta, eps
 
 
 def _checked_options(hier, walk_steps, walk_order, cell_effects, **positive):
-    """``walk_steps`` resolved (``"auto"``: ``"gibbs"`` from :data:`GIBBS_UNITS` lowest-level
-    units on); one-line errors for bad options (``positive``: numbers that must be finite and
-    > 0, None allowed for ``overdispersion``)."""
+    """``walk_steps`` and ``overdispersion`` resolved (``"auto"``: ``"gibbs"`` from
+    :data:`GIBBS_UNITS` lowest-level units on; None, or :data:`CELL_EFFECTS_OVERDISPERSION` with
+    the cell effects); one-line errors for bad options (``positive``: numbers that must be finite
+    and > 0, None allowed for ``overdispersion``)."""
     if walk_steps not in ("auto", "gibbs", "nuts"):
         raise ValueError("walk_steps must be 'auto', 'gibbs' or 'nuts'")
     if walk_order not in (1, 2):
         raise ValueError("walk_order must be 1 or 2")
     if not isinstance(cell_effects, (bool, np.bool_)):
         raise ValueError("cell_effects must be True or False")
+    if isinstance(positive.get("overdispersion"), str) and positive["overdispersion"] == "auto":
+        positive["overdispersion"] = CELL_EFFECTS_OVERDISPERSION if cell_effects else None
     for name, v in positive.items():
         if v is None and name == "overdispersion":
             continue
-        if not (np.isscalar(v) and np.isfinite(v) and v > 0):
+        if isinstance(v, (str, bytes, bool)) or not (np.isscalar(v) and np.isfinite(v) and v > 0):
             raise ValueError(f"{name} must be a finite number > 0")
     if walk_steps == "auto":
         walk_steps = "gibbs" if hier.n_units(hier.depth - 1) >= GIBBS_UNITS else "nuts"
-    return walk_steps
+    return walk_steps, positive.get("overdispersion")
 
 
 def _coords(mech):
@@ -376,7 +401,7 @@ def _coords(mech):
 
 
 def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0, smooth="auto",
-                    step_prior: float = 0.3, overdispersion=None, walk_steps: str = "auto",
+                    step_prior: float = 0.3, overdispersion="auto", walk_steps: str = "auto",
                     walk_order: int = 2, cell_effects: bool = False, cell_effect_prior: float = 0.3) -> pm.Model:
     """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
 
@@ -404,17 +429,20 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         aged 65+ pulled 1% of their departure toward the county, covered 0.87-0.89 at 90%,
         against 7% and 0.83 with order 1, same cell RMSE); 1: a first-order random walk.
     overdispersion
-        ``None`` (default): :math:`\\phi` learned, half-normal prior with scale 0.3; a number
-        > 0: :math:`\\phi` fixed at it.
+        ``None``: :math:`\\phi` learned, half-normal prior with scale 0.3; a number > 0:
+        :math:`\\phi` fixed at it; ``"auto"`` (default): learned, or with ``cell_effects``
+        fixed at :data:`CELL_EFFECTS_OVERDISPERSION`.
     cell_effects
         True: every lowest-level cell's log profile also gets an independent effect
         :math:`\\epsilon_{u,i} \\sim N(0, \\omega^2)`, :math:`\\omega \\sim
         \\mathrm{HalfNormal}(s_\\omega)` (``cell_effect``, non-centred, and
-        ``cell_effect_scale``; module docstring): departures of a relative size that does not
-        shrink with the cell's share, which the Dirichlet-multinomial's cannot give.  Off by
-        default: 12 Kentucky counties, cells under 30 covered 0.923 by the randomized coverage
-        (:func:`~privinfer.inference.interval_coverage`) against 0.946 without, in 141 s against
-        102-129 s; NUTS over one more coordinate per cell is too slow for all 1,083 tracts.
+        ``cell_effect_scale``, both sampled by :class:`~privinfer.pymc.CellEffectsGibbs`;
+        module docstring): departures of a relative size that does not shrink with the cell's
+        share, which the Dirichlet-multinomial's cannot give.  Off by default.  12 Kentucky
+        counties, 2 x (300 + 600): cells under 30 covered 0.913 by the randomized coverage
+        (:func:`~privinfer.inference.interval_coverage`) against 0.946 without, tracts' share
+        aged 65+ 0.904 against 0.894, in 168 s against 102-129 s.  Not yet for all 1,083 tracts:
+        NUTS's trees over the county departures grow to depth 9 once its mass matrix adapts.
     cell_effect_prior
         the scale :math:`s_\\omega` of :math:`\\omega`'s half-normal prior.
     walk_steps
@@ -437,7 +465,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         by itself.
     """
     mech, inv = _checked(release)
-    walk_steps = _checked_options(mech.hierarchy, walk_steps, walk_order, cell_effects, profile_scale=profile_scale,
+    walk_steps, overdispersion = _checked_options(mech.hierarchy, walk_steps, walk_order, cell_effects, profile_scale=profile_scale,
                                   scale_prior=scale_prior, step_prior=step_prior, cell_effect_prior=cell_effect_prior,
                                   overdispersion=overdispersion)
     hier = mech.hierarchy
@@ -452,23 +480,21 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         phi = (pm.HalfNormal("overdispersion", sigma=0.3, transform=Rescaled(h_phi)) if overdispersion is None
                else pt.constant(float(overdispersion)))
         kappa = pm.Deterministic("concentration", 1.0 / phi**2)
-        par = np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else np.zeros(hier.n_units(0), np.int64)
-        base = theta[par]                        # the lowest level's parents' log profiles
-        if cell_effects:
-            base = base + _cell_effects(hier, float(cell_effect_prior))
-        theta_leaf = base
-        walk = None
-        if axis is not None:
-            walk = _smooth_departures(hier, axis, float(step_prior), est, walk_steps == "gibbs", walk_order)
-            theta_leaf = theta_leaf + walk[0]
+        base, walk, eta, eps = _leaf_profiles(hier, theta, axis, est, walk_steps == "gibbs", walk_order,
+                                              float(step_prior), float(cell_effect_prior) if cell_effects else None)
+        theta_leaf = eta if eps is None else eta + eps[0]
         alpha_grid = kappa * pt.special.softmax(theta_leaf, axis=-1)
         alpha = alpha_grid.ravel()[hier.leaf_unit * hier.d + hier.combination]
         prior = DirichletMultinomialCells(alpha, hier.leaf_order())
         x = lattice_latent("x", inv, release.t, prior=prior, initval=x0, moves=_moves(hier, inv),
                            sampler="measured_pairs", dims="cell")
         observe("y", mech, x, observed=release.y)
+        if eps is not None:
+            register_cell_effects(effects=eps[0], scale=eps[1], prior_scale=float(cell_effect_prior), eta=eta,
+                                  kappa=kappa, latent=x, grid=hier.leaf_order())
         if walk is not None and walk_steps == "gibbs":
             _, step, raw, w, code = walk
+            base = base if eps is None else base + eps[0]          # what the walk departs from
             register_walk(scales=step, increments=raw, prior_scale=float(step_prior), base=base, kappa=kappa,
                           weights=w, latent=x, grid=hier.leaf_order(), code=code,
                           groups=np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else None,

@@ -17,6 +17,9 @@
   Dirichlet-multinomial cells and their step scales (assigned by ``pm.sample()`` to walks
   recorded with :func:`register_walk`); :func:`increments_from_steps`, a walk's raw increments
   from its steps.
+* :class:`CellEffectsGibbs` -- exact updates of independent log-normal effects of
+  Dirichlet-multinomial cells and their scale (assigned by ``pm.sample()`` to effects recorded
+  with :func:`register_cell_effects`).
 * :class:`Rescaled` -- a free coordinate divided by a constant (a transform chained after the
   default one): the same model, a better start for NUTS's identity mass matrix.
 """
@@ -26,6 +29,7 @@ from .latents import ConditionalPrior, affine_latent, constrained_vector, lattic
 from .observe import add_augmented_log_likelihood, observe, posterior_predictive_releases
 from .precondition import Rescaled
 from .walk import WalkGibbs, register_walk
+from .cell_effects import CellEffectsGibbs, register_cell_effects
 from .walk_kernel import increments_from_steps
 from .steps import LatticeBlockGibbs, LatticeGibbs, LatticeMetropolis, lattice_steps, register_step_methods
 
@@ -49,6 +53,8 @@ __all__ = [
     "DirichletMultinomialCells",
     "WalkGibbs",
     "register_walk",
+    "CellEffectsGibbs",
+    "register_cell_effects",
     "increments_from_steps",
     "Rescaled",
 ]

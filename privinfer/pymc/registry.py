@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["LatticeLatentInfo", "ObservedRelease", "WalkInfo", "model_registry"]
+__all__ = ["CellEffectsInfo", "LatticeLatentInfo", "ObservedRelease", "WalkInfo", "model_registry"]
 
 
 @dataclass
@@ -78,10 +78,24 @@ class WalkInfo:
     prior_dof: int = 1        # the step scales' prior: 1 half-normal, 2 Rayleigh
 
 
+@dataclass
+class CellEffectsInfo:
+    """Independent log-normal effects of Dirichlet-multinomial cells
+    (:func:`privinfer.pymc.register_cell_effects`)."""
+    effects: str              # the effects' variable, (U, d), N(0, scale^2)
+    scale: str                # their scale's variable, HalfNormal(prior_scale)
+    prior_scale: float
+    eta: object               # (U, d) tensor: the units' log profiles without the effects
+    kappa: object             # scalar tensor: the Dirichlet concentration
+    latent: str               # the lattice latent holding the cells
+    grid: np.ndarray          # (U, d) cell indices of every unit
+
+
 def model_registry(model) -> dict:
     reg = getattr(model, "_privinfer", None)
     if reg is None:
         reg = {"lattice": {}, "affine": {}}
         model._privinfer = reg
     reg.setdefault("walks", {})
+    reg.setdefault("cell_effects", {})
     return reg

@@ -53,6 +53,7 @@ from ..lattice import (
 )
 from ..lattice.kernels import metropolis_step_inplace
 from ..lattice.laws import nonzero_double_geometric
+from .cell_effects import CellEffectsGibbs
 from .local_posterior import LocalPosterior
 from .measured import MeasuredPairsGibbs
 from .registry import model_registry
@@ -378,7 +379,8 @@ def lattice_steps(model=None, step_class=None, **kwargs) -> list:
 
 
 def register_step_methods() -> None:
-    """Add the lattice step methods and :class:`~privinfer.pymc.WalkGibbs` to ``pymc.STEP_METHODS`` (PyMC's documented extension point:
+    """Add the lattice step methods, :class:`~privinfer.pymc.WalkGibbs` and
+    :class:`~privinfer.pymc.CellEffectsGibbs` to ``pymc.STEP_METHODS`` (PyMC's documented extension point:
     "other step methods can be added by appending to this list"), once.  Called when
     :mod:`privinfer.pymc` is imported, so ``pm.sample()`` assigns them to lattice latents."""
     for cls in (LatticeBlockGibbs, LatticeMetropolis, LatticeGibbs, MeasuredPairsGibbs):
@@ -388,3 +390,6 @@ def register_step_methods() -> None:
     # of equally competent methods, so it goes before NUTS
     if WalkGibbs not in pm.STEP_METHODS:
         pm.STEP_METHODS.insert(0, WalkGibbs)
+    # CellEffectsGibbs likewise, on the registered cell effects
+    if CellEffectsGibbs not in pm.STEP_METHODS:
+        pm.STEP_METHODS.insert(0, CellEffectsGibbs)

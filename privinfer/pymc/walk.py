@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
-import pytensor
 from pymc.blocking import DictToArrayBijection, RaveledVars
 from pymc.distributions.continuous import WeibullBetaRV
 from pymc.exceptions import NotConstantValueError
@@ -58,12 +57,12 @@ from pymc.pytensorf import constant_fold
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
-from pytensor.graph.replace import graph_replace
 from pytensor.tensor.random.basic import HalfNormalRV
 
 from ..lattice import MeasurementRows
 from .measured import latent_measurements
 from .registry import WalkInfo, model_registry
+from .step_inputs import registered_inputs
 from .walk_carry import CARRY_WIDTH, carried_update
 from .walk_carry import carry_directions as directions_of_carry
 from .walk_kernel import (SLICE_WIDTH, centred, move_update, refresh_group_means, scale_draw, scale_update_noncentred,
@@ -270,24 +269,19 @@ class WalkGibbs(ArrayStepShared):
         self.n_tunes = 0.0
         if initial_point is None:
             initial_point = model.initial_point()
-        scales_v = model.rvs_to_values[model[info.scales]]
-        inc_v = model.rvs_to_values[model[info.increments]]
-        vars = [scales_v, inc_v]
+        vars, shared, (w,), self._inputs_fn = registered_inputs(
+            model, (info.scales, info.increments), (info.base, info.kappa), info.latent, initial_point,
+            compile_kwargs, checked=(info.weights,))
+        scales_v, inc_v = vars
         self._names = (scales_v.name, inc_v.name)
         self.info = info
-        shared = pm.make_shared_replacements(initial_point, vars, model)
-        latent_v = model.rvs_to_values[model[info.latent]]
-        base, kappa, w = graph_replace(model.replace_rvs_by_values([info.base, info.kappa, info.weights]), shared,
-                                       strict=False)
         if np.any(np.asarray(w.eval()) != 0):
             raise ValueError("WalkGibbs needs the centred parametrization of the increments (non-centring weights 0)")
-        self._inputs_fn = pytensor.function([], [base, kappa, shared[latent_v]], on_unused_input="ignore",
-                                            **(compile_kwargs or {}))
         K1 = int(np.asarray(initial_point[scales_v.name]).size)
         self.width = np.full(K1, SLICE_WIDTH)
         self._carry_dirs = directions_of_carry(K1, info.order)
         self.carry_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
-        self._latent_name = latent_v.name
+        self._latent_name = model.rvs_to_values[model[info.latent]].name
         self._rows = self._y = None
         if info.carry is not None:
             mech, self._y = latent_measurements(model, info.latent, "WalkGibbs (carried update)")

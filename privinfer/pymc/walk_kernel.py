@@ -80,8 +80,10 @@ MAX_HALVING = 30
 SLICE_WIDTH = 0.5
 SLICE_MAX_OUT = 20
 
-__all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offsets", "unit_loglik", "unit_score_info", "sibling_pairs", "laplace_mh", "move_update",
-           "group_means", "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport", "centred"]
+__all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offsets", "unit_loglik",
+           "unit_score_info", "sibling_pairs", "laplace_mh", "move_update", "group_means",
+           "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
+           "centred", "slice_coordinate"]
 
 
 def _tails(v):
@@ -402,13 +404,13 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
     evals = 1
     widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
     for k in rng.permutation(lam.size):
-        lam, f, n = _slice_coordinate(rng, target, lam, k, f, widths[k])
+        lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k])
         evals += n
     sigma_new = np.exp(lam)
     return sigma_new, eps * sigma_new[None, :] ** W, evals
 
 
-def _slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
+def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
     """One slice-sampling update (Neal 2003: stepping out from ``width``, then shrinkage) of
     coordinate ``k`` of ``lam`` under the log density ``target`` (``f`` its value at ``lam``).
     Returns the new point, its log density and the number of evaluations."""
@@ -532,7 +534,7 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     evals = 1
     widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
     for k in rng.permutation(K1):
-        lam, f, n = _slice_coordinate(rng, target, lam, k, f, widths[k])
+        lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k])
         evals += n
     _, d, _ = state(lam)
     return np.exp(lam), d, evals
