@@ -297,37 +297,42 @@ OVERDISPERSION = 0.05
 
 def exact_posterior_with_cell_effects(mech, y):
     """As :func:`exact_posterior` with phi fixed at OVERDISPERSION and the cell effects: each
-    cell's log profile gets eps ~ N(0, omega^2), omega ~ HalfNormal(0.3), so a tract's share of
-    "m" is expit(2a + d) with d = eps_m - eps_f ~ N(0, 2 omega^2).  Given (a, omega) the tracts
-    are independent: each tract's Dirichlet-multinomial is integrated over d by Gauss-Hermite
-    (40 nodes: the integrand is smooth in d), then (a, omega) by the trapezoid rule (a over
-    +-4.2 prior sd, omega over [0, 1.5], 5 prior sd).  Returns the fibre, p(x | y) and the
-    posterior mean of omega."""
+    cell's log profile gets eps ~ N(0, omega^2), omega ~ HalfNormal(0.3), entered less their
+    mean over the two tracts (siblings under the state), so tract a's share of "m" is
+    expit(2a + d) and tract b's expit(2a - d), d = ((eps_am - eps_bm) - (eps_af - eps_bf)) / 2
+    ~ N(0, omega^2).  Given (a, omega) the pair of tracts is integrated over d by Gauss-Hermite
+    (40 nodes: the integrand is smooth in d), then (a, omega) by the trapezoid rule (a over +-4.2
+    prior sd, omega over [0, 1.5], 5 prior sd).  Returns the fibre, p(x | y) and the posterior
+    mean of omega."""
     X, loglik = _fibre(mech, y)
     a = np.linspace(-9, 9, 181)
     om = np.linspace(0.0, 1.5, 151)
     t, wt = special.roots_hermite(40)
     kappa = 1.0 / OVERDISPERSION**2
-    # eta = 2a + d at every (a, omega, node): (181, 151, 40)
-    eta = 2 * a[:, None, None] + 2 * om[None, :, None] * t[None, None, :]
-    am, af = kappa * special.expit(eta), kappa * special.expit(-eta)
     pairs = [(m, n - m) for n in range(TOTAL + 1) for m in range(n + 1)]
     index = {p: i for i, p in enumerate(pairs)}
-    log_f = np.empty((len(pairs), a.size, om.size))
-    for i, (xm, xf) in enumerate(pairs):
-        n = xm + xf
-        ld = (special.gammaln(n + 1) + special.gammaln(kappa) - special.gammaln(n + kappa)
-              + special.gammaln(xm + am) - special.gammaln(am) - special.gammaln(xm + 1)
-              + special.gammaln(xf + af) - special.gammaln(af) - special.gammaln(xf + 1))
-        log_f[i] = special.logsumexp(ld + np.log(wt / np.sqrt(np.pi)), axis=-1)
+    xm, xf = (np.array(c, dtype=float)[:, None, None] for c in zip(*pairs))
+
+    def log_f(eta):
+        # every pair's Dirichlet-multinomial at eta (a, omega): (pairs, 181, 151)
+        am, af = kappa * special.expit(eta), kappa * special.expit(-eta)
+        return (special.gammaln(xm + xf + 1) + special.gammaln(kappa) - special.gammaln(xm + xf + kappa)
+                + special.gammaln(xm + am) - special.gammaln(am) - special.gammaln(xm + 1)
+                + special.gammaln(xf + af) - special.gammaln(af) - special.gammaln(xf + 1))
+
+    ids = list(mech.cell_ids)
+    cm, cf, dm, df = (ids.index(c) for c in ("a|m", "a|f", "b|m", "b|f"))
+    ia = np.array([index[(p, q)] for p, q in zip(X[:, cm], X[:, cf])])
+    ib = np.array([index[(p, q)] for p, q in zip(X[:, dm], X[:, df])])
+    lp = np.full((X.shape[0], a.size, om.size), -np.inf)
+    for tk, wk in zip(t, wt):
+        d = np.sqrt(2.0) * om[None, :] * tk                       # a node of d ~ N(0, omega^2)
+        lp = np.logaddexp(lp, log_f(2 * a[:, None] + d)[ia] + log_f(2 * a[:, None] - d)[ib]
+                          + np.log(wk / np.sqrt(np.pi)))
     log_w = (stats.norm.logpdf(a, 0, PROFILE_SCALE / np.sqrt(2))[:, None]
              + stats.halfnorm.logpdf(om, scale=0.3)[None, :])
     log_w[:, [0, -1]] += np.log(0.5)                     # the trapezoid's end weights in omega
-    ids = list(mech.cell_ids)
-    cm, cf, dm, df = (ids.index(c) for c in ("a|m", "a|f", "b|m", "b|f"))
-    ia = np.array([index[(xm, xf)] for xm, xf in zip(X[:, cm], X[:, cf])])
-    ib = np.array([index[(xm, xf)] for xm, xf in zip(X[:, dm], X[:, df])])
-    lp = log_f[ia] + log_f[ib] + log_w[None]             # (fibre, a, omega)
+    lp += log_w[None]                                    # (fibre, a, omega)
     logpost = loglik + special.logsumexp(lp, axis=(1, 2))
     p = np.exp(logpost - logpost.max())
     p /= p.sum()
@@ -336,7 +341,8 @@ def exact_posterior_with_cell_effects(mech, y):
 
 
 def _check_cell_effects_enter_alpha(model, mech):
-    # at a random point, every cell's alpha is kappa softmax(theta + eps) over its tract
+    # at a random point, every cell's alpha is kappa softmax(theta + eps - mean eps) over its
+    # tract (the effects less their mean over the two tracts)
     from privinfer.pymc.registry import model_registry
 
     rng = np.random.default_rng(5)
@@ -346,7 +352,7 @@ def _check_cell_effects_enter_alpha(model, mech):
     graphs = model.replace_rvs_by_values([model_registry(model)["lattice"]["x"].prior.alpha]
                                          + [model[n] for n in names])
     alpha, theta, eps = model.compile_fn(graphs, inputs=model.value_vars, on_unused_input="ignore")(point)
-    eta = theta[None, :] + eps                                     # (tract, combination)
+    eta = theta[None, :] + eps - eps.mean(0)                       # (tract, combination)
     expected = special.softmax(eta, axis=1) / OVERDISPERSION**2
     hier = mech.hierarchy
     np.testing.assert_allclose(alpha, expected.ravel()[hier.leaf_unit * hier.d + hier.combination], rtol=1e-10)

@@ -31,6 +31,15 @@ iteration:
    are pinned down by their cells, the non-centred one when they are not (most cells: a
    tract's small cells barely inform their effect).
 
+Effects centred within groups (``groups`` given at registration: the tracts of each county).
+The units' laws then see :math:`\tilde\epsilon_u = \epsilon_u - \bar\epsilon_{g(u)}`, the
+effects less their group's mean, so that a parent's departure and its children's mean effect
+do not trade off; :math:`\tilde\epsilon` has the sum-to-zero normal law within every group,
+and the group means, which no cell sees, keep their prior.  Step 1 becomes
+:func:`pair_update` (moves of sibling pairs that keep the group means, then the means drawn
+from their prior), and step 2's slice update evaluates the units' laws at the centred
+effects.
+
 Why not NUTS: one effect per cell is one more coordinate per cell, and on Kentucky's 49,818
 tract cells NUTS over them had not finished 2 x 600 iterations in 36 minutes; these updates
 cost a few passes over the cells per iteration.
@@ -47,16 +56,17 @@ from pymc.step_methods.compound import Competence
 
 from .registry import CellEffectsInfo, model_registry
 from .step_inputs import registered_inputs
-from .walk_kernel import scale_draw, slice_coordinate, unit_loglik
+from .walk_kernel import centred, refresh_group_means, scale_draw, sibling_pairs, slice_coordinate, unit_loglik
 
-__all__ = ["CellEffectsGibbs", "register_cell_effects", "block_update", "scale_update"]
+__all__ = ["CellEffectsGibbs", "register_cell_effects", "block_update", "pair_update", "scale_update"]
 
 _TAG = "privinfer_cell_effects"
 _T_DOF = 4.0
 _NEWTON = 30
 
 
-def register_cell_effects(*, effects, scale, prior_scale: float, eta, kappa, latent, grid, model=None):
+def register_cell_effects(*, effects, scale, prior_scale: float, eta, kappa, latent, grid, groups=None,
+                          model=None):
     r"""Record cell effects (module docstring) so that ``pm.sample()`` samples them and their
     scale with :class:`CellEffectsGibbs`.
 
@@ -64,7 +74,8 @@ def register_cell_effects(*, effects, scale, prior_scale: float, eta, kappa, lat
     :math:`\omega`, ``pm.HalfNormal(sigma=prior_scale)`` (log transformed, PyMC's default);
     ``eta``, ``kappa``: tensors, the units' log profiles without the effects ``(U, d)`` and the
     Dirichlet concentration; ``latent``: the lattice latent of the cells; ``grid``: ``(U, d)``
-    cell indices of every unit."""
+    cell indices of every unit; ``groups``: ``(U,)`` group of every unit when the effects enter
+    the model centred within groups (:func:`pair_update`), None when they enter as they are."""
     model = pm.modelcontext(model)
     grid = np.asarray(grid, dtype=np.int64)
     if grid.ndim != 2:
@@ -74,8 +85,12 @@ def register_cell_effects(*, effects, scale, prior_scale: float, eta, kappa, lat
     reg = model_registry(model)["cell_effects"]
     if reg:
         raise ValueError("a model holds at most one set of registered cell effects")
+    if groups is not None:
+        groups = np.asarray(groups, dtype=np.int64)
+        if groups.shape != (grid.shape[0],) or groups.min(initial=0) < 0:
+            raise ValueError("groups must hold one group number >= 0 per unit (row of grid)")
     info = CellEffectsInfo(effects=effects.name, scale=scale.name, prior_scale=float(prior_scale), eta=eta,
-                           kappa=kappa, latent=latent.name, grid=grid)
+                           kappa=kappa, latent=latent.name, grid=grid, groups=groups)
     reg[effects.name] = info
     for v in (effects, scale):
         setattr(v.tag, _TAG, True)
@@ -133,18 +148,89 @@ def block_update(rng, X, eta, eps, omega: float, kappa: float, block: int = 6):
     return eps, accepted / (U * len(range(0, d, block)))
 
 
-def scale_update(rng, X, eta, eps, omega: float, kappa: float, prior_scale: float, width: float = 0.2):
+def _laplace_pair(dx, a_u, a_v, inv_v):
+    r"""Mode and curvature of :math:`dx\,t - a_u e^{t} - a_v e^{-t} - t^2 \cdot inv\_v`
+    (strictly concave): safeguarded Newton from 0."""
+    t = np.zeros_like(a_u)
+    for _ in range(_NEWTON):
+        eu, ev = a_u * np.exp(t), a_v * np.exp(-t)
+        g = dx - eu + ev - 2.0 * t * inv_v
+        step = np.clip(g / (eu + ev + 2.0 * inv_v), -2.0, 2.0)
+        t = t + step
+        if np.max(np.abs(step), initial=0.0) < 1e-8:
+            break
+    return t, 1.0 / (a_u * np.exp(t) + a_v * np.exp(-t) + 2.0 * inv_v)
+
+
+def pair_update(rng, X, eta, eps, groups, omega: float, kappa: float, block: int = 6):
+    r"""The effects' update when they enter centred within groups (the tracts of a county):
+    unit ``u`` has :math:`\tilde\epsilon_u = \epsilon_u - \bar\epsilon_{g(u)}`, the free
+    :math:`\epsilon \sim N(0, \omega^2)`.  Sibling units are matched at random
+    (:func:`~privinfer.pymc.walk_kernel.sibling_pairs`); for every pair ``(u, v)`` and block ``B``
+    of cells, :math:`(\epsilon_{u,B}, \epsilon_{v,B}) = (S/2 + t, S/2 - t)` is moved along
+    ``t`` (the group means stay) by independence Metropolis--Hastings: ``t`` proposed from
+    Student t's at the Laplace fit of the Poisson form :math:`(x_{u,i} - x_{v,i})\,t - A_{u,i}
+    e^{t} - A_{v,i} e^{-t} - t^2/\omega^2`, :math:`A_{u,i} = \hat\lambda_u e^{\eta_{u,i} +
+    \tilde\epsilon_{u,i}|_{t=0}}` with :math:`\hat\lambda_u` the rate of unit ``u`` at ``t = 0``
+    in the block (nothing the move changes), accepted by the exact Dirichlet-multinomials of both
+    units and the prior :math:`\propto e^{-\|\epsilon\|^2/(2\omega^2)}`; then the group means
+    are drawn from their prior (:func:`~privinfer.pymc.walk_kernel.refresh_group_means`: the
+    likelihood does not see them).  Returns the new free effects and the acceptance rate."""
+    groups = np.asarray(groups, dtype=np.int64)
+    U, d = X.shape
+    eps = np.array(eps, dtype=float)
+    u, v = sibling_pairs(rng, groups)
+    N = X.sum(axis=1)
+    inv_v = 1.0 / omega**2
+    accepted = moves = 0
+    if u.size:
+        tilde = centred(eps, groups)
+        cur = unit_loglik(X[u], eta[u] + tilde[u], kappa) + unit_loglik(X[v], eta[v] + tilde[v], kappa)
+        order = rng.permuted(np.tile(np.arange(d), (u.size, 1)), axis=1)
+        for start in range(0, d, block):
+            B = order[:, start:start + block]
+            take = lambda a, r: np.take_along_axis(a[r], B, 1)  # noqa: E731
+            half = 0.5 * (take(tilde, u) - take(tilde, v))      # current t
+            mid_u, mid_v = take(tilde, u) - half, take(tilde, v) + half   # the block at t = 0
+            rates = []
+            for r, mid in ((u, mid_u), (v, mid_v)):
+                ez = np.exp(eta[r] + tilde[r])
+                z_rest = ez.sum(1) - np.take_along_axis(ez, B, 1).sum(1)
+                c = np.exp(np.take_along_axis(eta[r], B, 1) + mid)
+                rates.append((np.maximum(N[r], 0.5) / (z_rest + c.sum(1)))[:, None] * c)
+            m, var = _laplace_pair(take(X, u) - take(X, v), rates[0], rates[1], inv_v)
+            new = m + np.sqrt(var) * rng.standard_t(_T_DOF, size=m.shape)
+            tu, tv = tilde[u], tilde[v]
+            np.put_along_axis(tu, B, mid_u + new, 1)
+            np.put_along_axis(tv, B, mid_v - new, 1)
+            val = unit_loglik(X[u], eta[u] + tu, kappa) + unit_loglik(X[v], eta[v] + tv, kappa)
+            # ||eps||^2 of the pair changes by 2 (new^2 - half^2) per cell (module docstring)
+            log_a = (val - cur - inv_v * ((new**2).sum(1) - (half**2).sum(1))
+                     + _log_t(half, m, var).sum(1) - _log_t(new, m, var).sum(1))
+            acc = np.log(rng.random(u.size)) < log_a
+            tilde[u[acc]], tilde[v[acc]] = tu[acc], tv[acc]
+            cur[acc] = val[acc]
+            accepted += int(acc.sum())
+            moves += u.size
+        eps = tilde + (eps - centred(eps, groups))
+    eps = refresh_group_means(rng, eps, groups, np.full(d, omega))
+    return eps, accepted / max(moves, 1)
+
+
+def scale_update(rng, X, eta, eps, omega: float, kappa: float, prior_scale: float, width: float = 0.2, groups=None):
     r"""Step 2 of the module docstring: :math:`\omega`'s exact draw given the effects, then the
     slice update of :math:`\log\omega` with :math:`\xi = \epsilon/\omega` fixed (target: the
     half-normal prior in :math:`\log\omega`, its Jacobian included, times every unit's
-    Dirichlet-multinomial).  Returns :math:`\omega`, the effects and the slice's evaluations."""
+    Dirichlet-multinomial; ``groups``: the effects enter centred within them, :func:`pair_update`).
+    Returns :math:`\omega`, the effects and the slice's evaluations."""
     omega = float(scale_draw(rng, np.asarray(eps, float).reshape(-1, 1), prior_scale, 1)[0])
     xi = eps / omega
+    xi_in = centred(xi, groups)
     s2 = prior_scale**2
 
     def target(lam):
         w = np.exp(lam[0])
-        return float(unit_loglik(X, eta + w * xi, kappa).sum()) + lam[0] - w * w / (2.0 * s2)
+        return float(unit_loglik(X, eta + w * xi_in, kappa).sum()) + lam[0] - w * w / (2.0 * s2)
 
     lam = np.array([np.log(omega)])
     lam, _, evals = slice_coordinate(rng, target, lam, 0, target(lam), width)
@@ -206,8 +292,12 @@ class CellEffectsGibbs(ArrayStepShared):
         X = np.asarray(x, dtype=float)[self.info.grid]
         eta = np.asarray(eta, dtype=float)
         kappa = float(kappa)
-        eps, acc = block_update(self.rng, X, eta, eps, omega, kappa, self.block)
-        omega, eps, evals = scale_update(self.rng, X, eta, eps, omega, kappa, self.info.prior_scale)
+        groups = self.info.groups
+        if groups is None:
+            eps, acc = block_update(self.rng, X, eta, eps, omega, kappa, self.block)
+        else:
+            eps, acc = pair_update(self.rng, X, eta, eps, groups, omega, kappa, self.block)
+        omega, eps, evals = scale_update(self.rng, X, eta, eps, omega, kappa, self.info.prior_scale, groups=groups)
         point[self._names[0]] = np.log(omega)
         point[self._names[1]] = eps
         stats = {"cell_effects_accept": acc, "cell_effects_scale_evals": float(evals)}

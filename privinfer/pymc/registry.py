@@ -89,6 +89,7 @@ class CellEffectsInfo:
     kappa: object             # scalar tensor: the Dirichlet concentration
     latent: str               # the lattice latent holding the cells
     grid: np.ndarray          # (U, d) cell indices of every unit
+    groups: object = None     # (U,) groups within which the effects enter centred (None: as they are)
 
 
 def model_registry(model) -> dict:
