@@ -364,8 +364,8 @@ def _leaf_profiles(hier, theta, axis, est, centred: bool, walk_order: int, step_
     """The lowest level's parents' log profiles ``base``, the smooth departures (``walk``, None
     without ``axis``), the lowest units' log profiles without the cell effects ``eta`` and the
     cell effects with their scale (``eps``; None when ``effect_prior`` is None)."""
-    par = np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else np.zeros(hier.n_units(0), np.int64)
-    base = theta[par]
+    par = _groups(hier)
+    base = theta[np.zeros(hier.n_units(0), np.int64) if par is None else par]
     walk = None if axis is None else _smooth_departures(hier, axis, step_prior, est, centred, walk_order)
     eta = base if walk is None else base + walk[0]
     eps = None if effect_prior is None else _cell_effects(hier, effect_prior)

@@ -116,6 +116,18 @@ def _log_t(e, m, v):
     return -0.5 * (_T_DOF + 1.0) * np.log1p((e - m) ** 2 / (_T_DOF * v))
 
 
+def _block_rates(eta, eff, B, N, at):
+    r"""The Poisson form's :math:`\hat\lambda\,e^{\eta_i + a_i}` of every unit's block ``B``
+    (rows of ``eta``, ``eff``: log profiles and the effects as they enter; ``N`` the unit totals)
+    with the block's effects set to ``at``: :math:`\hat\lambda = \max(N, 1/2)/(Z_{-B} +
+    \sum_{i \in B} e^{\eta_i + a_i})`, :math:`Z_{-B}` over the cells outside the block -- nothing
+    a move of the block changes."""
+    ez = np.exp(eta + eff)
+    z_rest = ez.sum(1) - np.take_along_axis(ez, B, 1).sum(1)
+    c = np.exp(np.take_along_axis(eta, B, 1) + at)
+    return (np.maximum(N, 0.5) / (z_rest + c.sum(1)))[:, None] * c
+
+
 def block_update(rng, X, eta, eps, omega: float, kappa: float, block: int = 6):
     """Step 1 of the module docstring on every unit: ``X``, ``eta``, ``eps`` ``(U, d)`` (cells,
     log profiles without the effects, effects).  Returns the new effects and the acceptance
@@ -129,11 +141,7 @@ def block_update(rng, X, eta, eps, omega: float, kappa: float, block: int = 6):
     accepted = 0
     for start in range(0, d, block):
         B = order[:, start:start + block]
-        ez = np.exp(eta + eps)
-        c = np.exp(np.take_along_axis(eta, B, 1))
-        z_rest = ez.sum(1) - np.take_along_axis(ez, B, 1).sum(1)
-        lam = np.maximum(N, 0.5) / (z_rest + c.sum(1))
-        m, v = _laplace(np.take_along_axis(X, B, 1), lam[:, None] * c, inv_v)
+        m, v = _laplace(np.take_along_axis(X, B, 1), _block_rates(eta, eps, B, N, 0.0), inv_v)
         old = np.take_along_axis(eps, B, 1)
         new = m + np.sqrt(v) * rng.standard_t(_T_DOF, size=m.shape)
         prop = eps.copy()
@@ -192,13 +200,8 @@ def pair_update(rng, X, eta, eps, groups, omega: float, kappa: float, block: int
             take = lambda a, r: np.take_along_axis(a[r], B, 1)  # noqa: E731
             half = 0.5 * (take(tilde, u) - take(tilde, v))      # current t
             mid_u, mid_v = take(tilde, u) - half, take(tilde, v) + half   # the block at t = 0
-            rates = []
-            for r, mid in ((u, mid_u), (v, mid_v)):
-                ez = np.exp(eta[r] + tilde[r])
-                z_rest = ez.sum(1) - np.take_along_axis(ez, B, 1).sum(1)
-                c = np.exp(np.take_along_axis(eta[r], B, 1) + mid)
-                rates.append((np.maximum(N[r], 0.5) / (z_rest + c.sum(1)))[:, None] * c)
-            m, var = _laplace_pair(take(X, u) - take(X, v), rates[0], rates[1], inv_v)
+            m, var = _laplace_pair(take(X, u) - take(X, v), _block_rates(eta[u], tilde[u], B, N[u], mid_u),
+                                   _block_rates(eta[v], tilde[v], B, N[v], mid_v), inv_v)
             new = m + np.sqrt(var) * rng.standard_t(_T_DOF, size=m.shape)
             tu, tv = tilde[u], tilde[v]
             np.put_along_axis(tu, B, mid_u + new, 1)
@@ -212,7 +215,7 @@ def pair_update(rng, X, eta, eps, groups, omega: float, kappa: float, block: int
             cur[acc] = val[acc]
             accepted += int(acc.sum())
             moves += u.size
-        eps = tilde + (eps - centred(eps, groups))
+        eps = tilde                   # the group means are redrawn next
     eps = refresh_group_means(rng, eps, groups, np.full(d, omega))
     return eps, accepted / max(moves, 1)
 
