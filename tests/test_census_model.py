@@ -137,18 +137,30 @@ def test_walk_gibbs_carries_the_cells_and_keeps_every_tract_total():
         WalkGibbs(carry_directions=0)
 
 
-@pytest.mark.parametrize("walk_order", [1, 2])
+# the age groups "0-17", "18-64", "65+" span the years 0..17, 18..64 and 65.. (the open group
+# placed 4 years above 65): midpoints 9, 41.5 and 69, in the hierarchy's order of the categories
+MIDPOINTS = {"0-17": 9.0, "18-64": 41.5, "65+": 69.0}
+
+
+@pytest.mark.parametrize("walk_order, positions, spacing", [(1, "auto", None), (2, "auto", "ages"),
+                                                            (2, None, None), (2, (0.0, 1.0, 5.0), (1.0, 4.0))])
 @pytest.mark.parametrize("walk_steps", ["gibbs", "nuts"])
-def test_smooth_departures_enter_the_prior_as_written(walk_steps, walk_order):
+def test_smooth_departures_enter_the_prior_as_written(walk_steps, walk_order, positions, spacing):
     # alpha of every cell = kappa softmax(theta_county + r_tract,age) with r the random walk
     # whose increments are step_scale^w * step (the partially non-centred increments, w the
     # model's data noncentering_age) less their mean over the county's tracts -- the steps
-    # between age groups themselves (order 1) or their cumulative sums (order 2) --
-    # recomputed here in NumPy at a random point
+    # between age groups themselves (order 1) or their cumulative sums (order 2), times the
+    # distances between the groups' positions over their mean -- recomputed here in NumPy at a
+    # random point; WalkGibbs is given the same spacing
     from privinfer.pymc.registry import model_registry
 
     f, rel = small_release()
-    model = hierarchy_model(rel, smooth="age", walk_steps=walk_steps, walk_order=walk_order)  # 3 age groups
+    model = hierarchy_model(rel, smooth="age", walk_steps=walk_steps, walk_order=walk_order,  # 3 age groups
+                            smooth_positions=positions)
+    hier = rel.mechanism.hierarchy
+    if spacing == "ages":
+        spacing = np.abs(np.diff([MIDPOINTS[c] for c in hier.categories[list(hier.attributes).index("age")]]))
+    h = np.ones(2) if spacing is None else np.asarray(spacing) / np.mean(spacing)
     assert "step_scale_age" not in hierarchy_model(rel).named_vars
     hier = rel.mechanism.hierarchy
     rng = np.random.default_rng(2)
@@ -175,7 +187,7 @@ def test_smooth_departures_enter_the_prior_as_written(walk_steps, walk_order):
     for c in np.unique(par):   # the tracts' increments sum to zero in each county
         steps[par == c] -= steps[par == c].mean(axis=0)
     if walk_order == 2:
-        steps = np.cumsum(steps, axis=1)
+        steps = np.cumsum(steps, axis=1) * h
     walk = np.concatenate([np.zeros((steps.shape[0], 1)), np.cumsum(steps, axis=1)], axis=1)
     age = np.unravel_index(np.arange(hier.d), hier.shape)[list(hier.attributes).index("age")]
     theta = vals["log_profile_county"][np.asarray(hier.parent[-1])] + walk[:, age]
@@ -183,8 +195,15 @@ def test_smooth_departures_enter_the_prior_as_written(walk_steps, walk_order):
     p /= p.sum(1, keepdims=True)
     expected = (vals["concentration"] * p).ravel()[hier.leaf_unit * hier.d + hier.combination]
     np.testing.assert_allclose(alpha, expected, rtol=1e-10)
+    walks = model_registry(model)["walks"]
+    if walk_steps == "gibbs":
+        registered = next(iter(walks.values())).spacing
+        np.testing.assert_allclose(np.ones(2) if registered is None else registered, h, rtol=1e-12)
     with pytest.raises(ValueError, match="smooth"):
         hierarchy_model(rel, smooth="colour")
+    for bad in ((0.0, 2.0, 1.0), (0.0, 1.0), (0.0, np.nan, 1.0), "ages", [[0.0, 1.0, 2.0]]):
+        with pytest.raises(ValueError, match="smooth_positions"):
+            hierarchy_model(rel, smooth="age", smooth_positions=bad)
     with pytest.raises(ValueError, match="walk_order"):
         hierarchy_model(rel, walk_order=3)
     with pytest.raises(ValueError, match="cell_effects"):

@@ -185,11 +185,12 @@ def test_without_carry_the_cells_stay_and_the_update_is_the_increments_condition
     assert stats.kstest(pit, "uniform").pvalue > ALPHA
 
 
-@pytest.mark.parametrize("order", [1, 2])
-def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_order(order):
+@pytest.mark.parametrize("order, spacing", [(1, None), (2, None), (2, (0.4, 1.6))])
+def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_order(order, spacing):
     # three age groups (two increments per unit), four sibling units in one group: after the
     # update every unit's xi = x - h(theta) is unchanged, theta computed from the new increments
-    # by the walk of the given order (a second-order walk: cumsum of the increments are the steps)
+    # by the walk of the given order (a second-order walk: cumsum of the increments are the slopes,
+    # times the spacing the steps; a carried update that ignored the spacing changes xi)
     from privinfer.pymc.walk_kernel import walk_offsets
 
     rng = np.random.default_rng(8)
@@ -207,7 +208,7 @@ def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_or
     carry = rng.uniform(0.3, 0.9, U * d)
 
     def xi(cells, e):
-        th = base + walk_offsets(e, code, order)
+        th = base + walk_offsets(e, code, order, spacing)
         return np.concatenate([cells[grid[u]] - carry_shift(th[u], cells[grid[u]].sum(), carry[grid[u]])
                                for u in range(U)])
 
@@ -216,7 +217,8 @@ def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_or
     res = y - B @ x.astype(float)
     carried_update(rng, x, res, (np.array([0, 2]), np.array([1, 3])), grid=grid, code=code, base=base, eta=eta,
                    delta=delta, sigma=np.array([0.4, 0.3]), kappa=200.0, carry=carry,
-                   row_ptr=B.indptr.astype(np.int64), rows=B.indices.astype(np.int64), w=w, walk_order=order)
+                   row_ptr=B.indptr.astype(np.int64), rows=B.indices.astype(np.int64), w=w, walk_order=order,
+                   spacing=spacing)
     assert np.any(x != x_old)
     np.testing.assert_array_equal(xi(x, eta), before)
     np.testing.assert_allclose(eta, delta - delta.mean(axis=0), atol=1e-12)

@@ -452,10 +452,11 @@ def test_scale_prior_reads_the_step_scales_prior_from_the_model():
         assert (info.prior_dof, info.prior_scale) == (2, pytest.approx(0.3, rel=1e-12))
 
 
-def test_second_order_score_and_information_are_the_chain_rule_of_the_first_order_ones():
-    # order 2: the steps between categories are cumsum(eta) = eta M^T (M lower-triangular ones);
-    # the gradient is M^T g (checked against central differences of the exact log-likelihood)
-    # and the information M^T I M
+@pytest.mark.parametrize("spacing", [None, (0.5, 1.0, 1.5)])
+def test_second_order_score_and_information_are_the_chain_rule_of_the_first_order_ones(spacing):
+    # order 2: the steps between categories are diag(h) cumsum(eta) = eta M^T (M = diag(h) C, C
+    # lower-triangular ones, h the spacing, 1 without); the gradient is M^T g (checked against
+    # central differences of the exact log-likelihood) and the information M^T I M
     rng = np.random.default_rng(3)
     code = np.array([0, 1, 2, 3, 0, 1, 2, 3])
     onehot = np.eye(4)[code]
@@ -463,23 +464,26 @@ def test_second_order_score_and_information_are_the_chain_rule_of_the_first_orde
     B = rng.normal(0, 0.3, (1, 8))
     eta = rng.normal(0, 0.2, (1, 3))
     kappa = 25.0
-    g2, I2 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2), kappa, onehot, 2)
-    g1, I1 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2), kappa, onehot)
-    M = np.tril(np.ones((3, 3)))
+    g2, I2 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2, spacing), kappa, onehot, 2, spacing)
+    g1, I1 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2, spacing), kappa, onehot)
+    M = np.diag(np.ones(3) if spacing is None else spacing) @ np.tril(np.ones((3, 3)))
     np.testing.assert_allclose(g2[0], M.T @ g1[0], rtol=1e-12)
     np.testing.assert_allclose(I2[0], M.T @ I1[0] @ M, rtol=1e-12)
     h = 1e-6
-    fd = [(wk.unit_loglik(X, B + wk.walk_offsets(eta + h * e, code, 2), kappa)[0]
-           - wk.unit_loglik(X, B + wk.walk_offsets(eta - h * e, code, 2), kappa)[0]) / (2 * h) for e in np.eye(3)]
+    fd = [(wk.unit_loglik(X, B + wk.walk_offsets(eta + h * e, code, 2, spacing), kappa)[0]
+           - wk.unit_loglik(X, B + wk.walk_offsets(eta - h * e, code, 2, spacing), kappa)[0]) / (2 * h)
+          for e in np.eye(3)]
     np.testing.assert_allclose(g2[0], fd, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(wk.walk_offsets(eta, code, 2), wk.walk_offsets(eta @ M.T, code))
-    e2 = wk.empirical_increments(X, B, code, 2)
+    np.testing.assert_allclose(wk.walk_offsets(eta, code, 2, spacing), wk.walk_offsets(eta @ M.T, code))
+    e2 = wk.empirical_increments(X, B, code, 2, spacing)
     np.testing.assert_allclose(e2 @ M.T, wk.empirical_increments(X, B, code), atol=1e-12)
 
 
-def test_second_order_pair_moves_leave_the_exact_conditional_invariant():
-    # three age groups, a second-order walk: two siblings' increments (2-D) move by +-Delta;
-    # the conditional of the first unit's centred increments on a 2-D grid; KS of both margins
+@pytest.mark.parametrize("spacing", [None, (0.6, 1.4)])
+def test_second_order_pair_moves_leave_the_exact_conditional_invariant(spacing):
+    # three age groups, a second-order walk (with unequal spacing too): two siblings' increments
+    # (2-D) move by +-Delta; the conditional of the first unit's centred increments on a 2-D grid;
+    # KS of both margins
     code = np.array([0, 1, 2, 0, 1, 2])
     X1 = np.array([1.0, 6.0, 0.0, 2.0, 5.0, 1.0])
     X2 = np.array([4.0, 0.0, 3.0, 5.0, 1.0, 2.0])
@@ -488,8 +492,9 @@ def test_second_order_pair_moves_leave_the_exact_conditional_invariant():
     g = np.linspace(-6, 6, 601)
     E0, E1 = np.meshgrid(g, g, indexing="ij")
     e = np.stack([E0.ravel(), E1.ravel()], axis=1)
-    logd = (wk.unit_loglik(np.broadcast_to(X1, (e.shape[0], 6)), base + wk.walk_offsets(e, code, 2), kappa)
-            + wk.unit_loglik(np.broadcast_to(X2, (e.shape[0], 6)), base + wk.walk_offsets(-e, code, 2), kappa)
+    logd = (wk.unit_loglik(np.broadcast_to(X1, (e.shape[0], 6)), base + wk.walk_offsets(e, code, 2, spacing), kappa)
+            + wk.unit_loglik(np.broadcast_to(X2, (e.shape[0], 6)), base + wk.walk_offsets(-e, code, 2, spacing),
+                             kappa)
             - (((m + e) ** 2 + (m - e) ** 2) / (2 * sigma**2)).sum(axis=1))
     p = np.exp(logd - logd.max())
     p /= p.sum()
@@ -501,7 +506,8 @@ def test_second_order_pair_moves_leave_the_exact_conditional_invariant():
     eta = np.concatenate([e0, -e0])
     delta = eta + m
     u, v = np.arange(n), np.arange(n, 2 * n)
-    acc = wk.move_update(rng, X, np.tile(base, (2 * n, 1)), eta, delta, [(u, 1.0), (v, -1.0)], sigma, kappa, code, 2)
+    acc = wk.move_update(rng, X, np.tile(base, (2 * n, 1)), eta, delta, [(u, 1.0), (v, -1.0)], sigma, kappa, code, 2,
+                         spacing)
     assert 0.2 < acc.mean() < 1.0
     for k in range(2):
         marg = p.reshape(g.size, g.size).sum(axis=1 - k)
@@ -548,8 +554,8 @@ def test_proposals_into_non_finite_values_are_rejected_quietly():
     assert 0.2 < accept.mean() < 0.8                    # about half the proposals are negative
 
 
-@pytest.mark.parametrize("order", [1, 2])
-def test_increments_from_steps_inverts_slopes(order):
+@pytest.mark.parametrize("order, spacing", [(1, None), (2, None), (2, (0.5, 1.0, 2.0, 0.7, 1.1, 0.7))])
+def test_increments_from_steps_inverts_slopes(order, spacing):
     eta = np.random.default_rng(5).normal(size=(4, 6))
-    assert np.allclose(wk.increments_from_steps(wk.slopes(eta, order), order), eta)
-    assert np.allclose(wk.slopes(wk.increments_from_steps(eta, order), order), eta)
+    assert np.allclose(wk.increments_from_steps(wk.slopes(eta, order, spacing), order, spacing), eta)
+    assert np.allclose(wk.slopes(wk.increments_from_steps(eta, order, spacing), order, spacing), eta)

@@ -144,6 +144,7 @@ import pandas as pd
 
 from privinfer._rng import as_generator
 from privinfer.datasets import P12_AGE_GROUPS, load_ddp_dhc_ca, load_nhgis_sex_by_age
+from .ages import category_midpoints
 
 __all__ = ["SEXES", "AGE_GROUPS", "TRACT_COLUMNS", "synthetic_tracts",
            "synthetic_tracts_from_counties", "read_tract_table"]
@@ -157,8 +158,7 @@ TRACT_COLUMNS = ("county", "tract", "sex", "age", "count")
 
 _N_CELLS = len(SEXES) * len(AGE_GROUPS)  # 46
 # Midpoints (years) of the P12 age groups; 85+ taken as 89.
-_AGE_MID = np.array([2.5, 7.5, 12.5, 16.5, 19.0, 20.5, 21.5, 23.5, 27.5, 32.5, 37.5, 42.5,
-                     47.5, 52.5, 57.5, 61.0, 63.5, 66.0, 68.5, 72.5, 77.5, 82.5, 89.0])
+_AGE_MID = category_midpoints(AGE_GROUPS)
 _AGE_GRADIENT = np.where(_AGE_MID >= 40.0, (_AGE_MID - 40.0) / 20.0, (_AGE_MID - 40.0) / 60.0)
 _FAMILY = np.where(_AGE_MID < 18, 1.0, np.where((_AGE_MID >= 20) & (_AGE_MID < 35), -1.0, 0.0))
 _COLLEGE = ((_AGE_MID >= 18) & (_AGE_MID < 25)).astype(float)

@@ -76,6 +76,7 @@ class WalkInfo:
     carry: object = None      # (n,) carry fractions of the cells (None: no carried update)
     order: int = 1            # 1: random walk; 2: second-order (the increments change the slope)
     prior_dof: int = 1        # the step scales' prior: 1 half-normal, 2 Rayleigh
+    spacing: object = None    # (K-1,) order 2: the categories' distances (None: all 1)
 
 
 @dataclass

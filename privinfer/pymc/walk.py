@@ -78,7 +78,7 @@ CARRY_DIRECTIONS = 8
 
 
 def register_walk(*, scales, increments, prior_scale: float, base, kappa, weights, latent, grid, code,
-                  groups=None, exponents=None, carry=None, order: int = 1, model=None) -> WalkInfo:
+                  groups=None, exponents=None, carry=None, order: int = 1, spacing=None, model=None) -> WalkInfo:
     r"""Record a random-walk departure (module docstring) so that ``pm.sample()`` samples its
     step scales and increments with :class:`WalkGibbs`.
 
@@ -118,6 +118,11 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         walk); 2: their cumulative sums are (a second-order random walk, whose increments
         change the slope: a tract older than its county at every age past 40 departs by one
         increment, not by one per age group).
+    spacing
+        order 2 only: ``(K-1,)`` positive distances between neighbouring categories (e.g. between
+        the age groups' midpoints, in units of their mean): the cumulative sums are then slopes
+        per unit of distance, each step their product with its distance, so a walk whose slope
+        never changes is linear in age rather than in the groups' index.  None: all 1.
     """
     model = pm.modelcontext(model)
     grid = np.asarray(grid, dtype=np.int64)
@@ -138,6 +143,10 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
             raise ValueError("groups must give one sibling group per unit")
     if order not in (1, 2):
         raise ValueError("order must be 1 (random walk) or 2 (second-order random walk)")
+    if spacing is not None:
+        spacing = np.asarray(spacing, dtype=float)
+        if order != 2 or spacing.shape != (K1,) or not np.all(np.isfinite(spacing) & (spacing > 0)):
+            raise ValueError(f"spacing must be {K1} positive distances, for a walk of order 2")
     if carry is not None:
         carry = np.asarray(carry, dtype=float)
         if carry.shape != (grid.size,) or not np.all((carry >= 0) & (carry <= 1)):
@@ -148,7 +157,8 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
                          f"'{scales.name}'")
     info = WalkInfo(scales=scales.name, increments=increments.name, prior_scale=scale, prior_dof=dof, base=base,
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
-                    groups=groups, exponents=exponents, carry=carry, order=int(order))
+                    groups=groups, exponents=exponents, carry=carry, order=int(order),
+                    spacing=spacing)
     reg = model_registry(model)["walks"]
     if reg:
         raise ValueError("a model holds at most one registered walk")
@@ -333,7 +343,7 @@ class WalkGibbs(ArrayStepShared):
             else:
                 u, v = sibling_pairs(self.rng, groups)
                 parts = [(u, 1.0), (v, -1.0)]
-            acc = move_update(self.rng, X, base, eta, delta, parts, sigma, kappa, info.code, info.order)
+            acc = move_update(self.rng, X, base, eta, delta, parts, sigma, kappa, info.code, info.order, info.spacing)
             accepted += int(acc.sum())
             moves += acc.size
         carry_evals = 0
@@ -349,7 +359,7 @@ class WalkGibbs(ArrayStepShared):
                                                 base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
                                                 carry=info.carry, row_ptr=rows.row_ptr, rows=rows.rows, w=rows.w,
                                                 directions=self._carry_dirs, widths=self.carry_width,
-                                                walk_order=info.order,
+                                                walk_order=info.order, spacing=info.spacing,
                                                 per_pair=None if self.carry_directions is None
                                                 else min(self.carry_directions, self._carry_dirs.shape[0]))
             if self.tune:
@@ -364,11 +374,12 @@ class WalkGibbs(ArrayStepShared):
         if self.scale_update == "transport":
             sigma, delta, evals = scale_update_transport(self.rng, X, base, delta, groups, sigma, kappa, info.code,
                                                          info.prior_scale, width=self.width, order=info.order,
-                                                         prior_dof=info.prior_dof)
+                                                         prior_dof=info.prior_dof, spacing=info.spacing)
         else:
             sigma, delta, evals = scale_update_noncentred(self.rng, X, base, delta, groups, sigma, kappa, info.code,
                                                           info.prior_scale, exponents=info.exponents,
-                                                          width=self.width, order=info.order, prior_dof=info.prior_dof)
+                                                          width=self.width, order=info.order, prior_dof=info.prior_dof,
+                                                          spacing=info.spacing)
         if self.tune:
             moved = np.clip(2.0 * np.abs(np.log(sigma) - before), 1e-3, SLICE_WIDTH * 4)
             self.width = self._running_mean(self.width, moved)

@@ -97,7 +97,7 @@ def _shift(p, s, N, r, rsum, out, frac):
 
 
 @numba.njit(cache=True)
-def _profile(base_u, eta_u, sgn, Delta, D, code, worder, theta, level):
+def _profile(base_u, eta_u, sgn, Delta, D, code, worder, hs, theta, level):
     K1 = eta_u.size
     level[0] = 0.0
     slope = 0.0
@@ -105,7 +105,7 @@ def _profile(base_u, eta_u, sgn, Delta, D, code, worder, theta, level):
         e = eta_u[a] + sgn * Delta * D[a]
         if worder == 2:         # second-order walk: the raw increments change the slope
             slope += e
-            e = slope
+            e = slope * hs[a]
         level[a + 1] = level[a] + e
     for i in range(base_u.size):
         theta[i] = base_u[i] + level[code[i]]
@@ -144,8 +144,8 @@ def _unit_terms(cells, xi, theta, N, r, rsum, kappa, x, row_ptr, rows, acc, mark
 def _log_density(Delta, D, u, v, ctx):
     """The pair's log density at ``Delta`` along ``D`` (module docstring); ``ctx`` the state
     and work buffers of :func:`_carried`."""
-    (grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows, w, acc, mark,
-     touched, theta, level, hbuf, frac, pbuf, lfact) = ctx
+    (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows, w, acc,
+     mark, touched, theta, level, hbuf, frac, pbuf, lfact) = ctx
     K1 = D.size
     out = 0.0
     for a in range(K1):
@@ -155,13 +155,13 @@ def _log_density(Delta, D, u, v, ctx):
             t = delta[v, a] - Delta * D[a]
             out -= 0.5 * inv_s2[a] * t * t
     n_touched = 0
-    _profile(base[u], eta[u], 1.0, Delta, D, code, worder, theta, level)
+    _profile(base[u], eta[u], 1.0, Delta, D, code, worder, hs, theta, level)
     cu = grid[u]
     lu, n_touched = _unit_terms(cu, xi_u, theta, float(N[u]), r[u], rsum[u], kappa, x, row_ptr, rows, acc,
                                 mark, touched, n_touched, hbuf, frac, pbuf, lfact)
     out += lu
     if v >= 0 and np.isfinite(out):
-        _profile(base[v], eta[v], -1.0, Delta, D, code, worder, theta, level)
+        _profile(base[v], eta[v], -1.0, Delta, D, code, worder, hs, theta, level)
         cv = grid[v]
         lv, n_touched = _unit_terms(cv, xi_v, theta, float(N[v]), r[v], rsum[v], kappa, x, row_ptr, rows, acc,
                                     mark, touched, n_touched, hbuf, frac, pbuf, lfact)
@@ -177,12 +177,12 @@ def _log_density(Delta, D, u, v, ctx):
 
 
 @numba.njit(cache=True)
-def _commit(Delta, D, u, v, grid, code, worder, base, eta, delta, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows,
+def _commit(Delta, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows,
             theta, level, hbuf, frac, pbuf):
     for sgn, unit, xi in ((1.0, u, xi_u), (-1.0, v, xi_v)):
         if unit < 0:
             continue
-        _profile(base[unit], eta[unit], sgn, Delta, D, code, worder, theta, level)
+        _profile(base[unit], eta[unit], sgn, Delta, D, code, worder, hs, theta, level)
         cells = grid[unit]
         _shift(pbuf, _softmax_terms(theta, pbuf), float(N[unit]), r[unit], rsum[unit], hbuf, frac)
         for i in range(cells.size):
@@ -198,7 +198,7 @@ def _commit(Delta, D, u, v, grid, code, worder, base, eta, delta, N, r, rsum, xi
 
 
 @numba.njit(cache=True)
-def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, x, res,
+def _carried(pu, pv, dirs, order, widths, grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, x, res,
              row_ptr, rows, w, moved, used, lfact):
     d = grid.shape[1]
     K1 = dirs.shape[1]
@@ -212,8 +212,8 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
     pbuf = np.empty(d)
     xi_u = np.empty(d, dtype=np.int64)
     xi_v = np.empty(d, dtype=np.int64)
-    ctx = (grid, code, worder, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows, w, acc,
-           mark, touched, theta, level, hbuf, frac, pbuf, lfact)
+    ctx = (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows, w,
+           acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact)
     evals = 0
     for p in range(pu.size):
         u, v = pu[p], pv[p]
@@ -224,7 +224,7 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
             for sgn, unit, xi in ((1.0, u, xi_u), (-1.0, v, xi_v)):
                 if unit < 0:
                     continue
-                _profile(base[unit], eta[unit], sgn, 0.0, D, code, worder, theta, level)
+                _profile(base[unit], eta[unit], sgn, 0.0, D, code, worder, hs, theta, level)
                 cells = grid[unit]
                 _shift(pbuf, _softmax_terms(theta, pbuf), float(N[unit]), r[unit], rsum[unit], hbuf, frac)
                 for i in range(d):
@@ -257,7 +257,7 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, base, eta, delta, 
                     right = t
             moved[k] += abs(t)
             used[k] += 1.0
-            _commit(t, D, u, v, grid, code, worder, base, eta, delta, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows,
+            _commit(t, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows,
                     theta, level, hbuf, frac, pbuf)
     return evals
 
@@ -292,7 +292,7 @@ def carry_shift(theta, N, r) -> np.ndarray:
 
 
 def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, kappa, carry, row_ptr, rows, w,
-                   directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1):
+                   directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1, spacing=None):
     """One carried update (module docstring) of every pair in ``pairs`` along ``per_pair``
     directions drawn at random without replacement for each pair (default: all of them, in a
     random order; a choice independent of the state, so every update stays exact).
@@ -306,7 +306,7 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     ``directions`` ``(k, K-1)`` (default: the coordinate directions, one increment at a time);
     ``widths`` the slice widths, one or one per direction; ``walk_order`` 2: the increments are
     the raw increments of a second-order walk (their cumulative sums are the steps between
-    categories, :func:`~privinfer.pymc.walk_kernel.slopes`).  Returns the number of density
+    categories, :func:`~privinfer.pymc.walk_kernel.slopes`, times ``spacing`` when given).  Returns the number of density
     evaluations and the mean ``|Delta|`` per direction over its updates (for tuning the widths)."""
     K1 = delta.shape[1]
     dirs = np.eye(K1) if directions is None else np.ascontiguousarray(directions, dtype=float)
@@ -324,7 +324,8 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     moved = np.zeros(dirs.shape[0])
     used = np.zeros(dirs.shape[0])
     _seed(int(rng.integers(2**63 - 1)))
-    evals = _carried(pu, pv, dirs, order, wd, grid, np.asarray(code, dtype=np.int64), int(walk_order),
+    hs = np.ones(K1) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
+    evals = _carried(pu, pv, dirs, order, wd, grid, np.asarray(code, dtype=np.int64), int(walk_order), hs,
                      np.ascontiguousarray(base),
                      eta, delta, 1.0 / np.asarray(sigma, dtype=float) ** 2, float(kappa), N, carry, rsum, x, res,
                      row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))

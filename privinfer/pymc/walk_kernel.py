@@ -17,9 +17,11 @@ with raw increments :math:`\delta_u \sim N(0, \mathrm{diag}\,\sigma^2)` and :mat
 :math:`\eta` because :math:`\sum_i \alpha_{u,i} = \kappa`).
 
 A second-order walk (``order=2`` throughout) has :math:`r_{u,k} = \sum_{j \le k} (M\eta_u)_j`
-with ``M`` the lower-triangular matrix of ones (the increments change the slope); scores and
-information are then :math:`M^\top g` and :math:`M^\top I M` and the empirical increments
-:math:`M^{-1}` of the first-order ones.
+with :math:`M = \mathrm{diag}(h)\,C`, ``C`` the lower-triangular matrix of ones (the increments
+change the slope) and ``h`` the categories' spacing (``spacing``: e.g. the distances between
+the age groups' midpoints, so a walk whose slope never changes is linear in age, not in the
+groups' index; all 1 by default); scores and information are then :math:`M^\top g` and
+:math:`M^\top I M` and the empirical increments :math:`M^{-1}` of the first-order ones.
 
 The moves.  A *move* adds :math:`s\Delta` (:math:`s = \pm 1`) to the increments of one unit
 (no centring) or of two siblings (``+Delta`` and ``-Delta``, which keeps every group mean and so
@@ -91,33 +93,43 @@ def _tails(v):
     return np.cumsum(v[:, ::-1], axis=1)[:, ::-1][:, 1:]
 
 
-def slopes(eta, order: int = 1):
+def slopes(eta, order: int = 1, spacing=None):
     """The walk's steps between neighbouring categories from its raw increments ``(U, K-1)``:
     the increments themselves (``order`` 1, a random walk) or their cumulative sums (``order``
-    2, a second-order random walk: the raw increments change the slope)."""
-    return np.cumsum(eta, axis=1) if order == 2 else eta
+    2, a second-order random walk: the raw increments change the slope), times ``spacing``
+    ``(K-1,)`` when given (order 2: the categories' distances, so the cumulative sums are
+    slopes per unit of distance; None: all 1)."""
+    if order != 2:
+        return eta
+    s = np.cumsum(eta, axis=1)
+    return s if spacing is None else s * spacing
 
 
-def increments_from_steps(steps, order: int = 1):
+def increments_from_steps(steps, order: int = 1, spacing=None):
     """The inverse of :func:`slopes`: the raw increments ``(U, K-1)`` of a walk whose steps
-    between neighbouring categories are ``steps`` (``order`` 2: the steps differenced once
-    more, the first kept)."""
+    between neighbouring categories are ``steps`` (``order`` 2: the steps divided by
+    ``spacing`` and differenced once more, the first kept)."""
     steps = np.asarray(steps, dtype=float)
-    return np.concatenate([steps[:, :1], np.diff(steps, axis=1)], axis=1) if order == 2 else steps
+    if order != 2:
+        return steps
+    steps = steps if spacing is None else steps / spacing
+    return np.concatenate([steps[:, :1], np.diff(steps, axis=1)], axis=1)
 
 
-def walk_offsets(eta, code, order: int = 1):
+def walk_offsets(eta, code, order: int = 1, spacing=None):
     """Increments ``(U, K-1)`` -> the cells' offsets ``(U, d)``: :math:`r_{u, c(i)}`, ``r = [0,
-    cumsum(slopes(eta, order))]``."""
-    r = np.concatenate([np.zeros((eta.shape[0], 1)), np.cumsum(slopes(eta, order), axis=1)], axis=1)
+    cumsum(slopes(eta, order, spacing))]``."""
+    r = np.concatenate([np.zeros((eta.shape[0], 1)), np.cumsum(slopes(eta, order, spacing), axis=1)], axis=1)
     return r[:, code]
 
 
-def _raw_from_slopes(g, order: int):
+def _raw_from_slopes(g, order: int, spacing=None):
     """Gradients (or rows of a matrix) with respect to the slopes -> with respect to the raw
-    increments: the transpose of :func:`slopes`' map (reverse cumulative sums for order 2)."""
+    increments: the transpose of :func:`slopes`' map (order 2: times ``spacing``, then reverse
+    cumulative sums)."""
     if order != 2:
         return g
+    g = g if spacing is None else g * spacing
     return np.flip(np.cumsum(np.flip(g, axis=-1), axis=-1), axis=-1)
 
 
@@ -127,11 +139,11 @@ def unit_loglik(X, theta, kappa):
     return lgamma_ratio(a, X).sum(axis=1)
 
 
-def unit_score_info(X, theta, kappa, onehot, order: int = 1):
+def unit_score_info(X, theta, kappa, onehot, order: int = 1, spacing=None):
     r"""Gradient of :math:`\ell_u` with respect to the unit's increments ``(U, K-1)`` and the
     Fisher-type information ``(U, K-1, K-1)`` (module docstring).  ``onehot`` ``(d, K)``: the
     cells' categories; ``order`` 2: with respect to the raw increments of a second-order walk
-    (:func:`slopes`; gradient ``M^T g``, information ``M^T I M``)."""
+    (:func:`slopes`, with its ``spacing``; gradient ``M^T g``, information ``M^T I M``)."""
     p = softmax(theta, axis=1)
     a = kappa * p
     ag = a * digamma_diff(a, X)
@@ -145,12 +157,12 @@ def unit_score_info(X, theta, kappa, onehot, order: int = 1):
     info -= Tk * Tl
     info *= n_eff[:, None, None]
     if order == 2:
-        grad = _raw_from_slopes(grad, order)
-        info = _raw_from_slopes(np.swapaxes(_raw_from_slopes(info, order), 1, 2), order)
+        grad = _raw_from_slopes(grad, order, spacing)
+        info = _raw_from_slopes(np.swapaxes(_raw_from_slopes(info, order, spacing), 1, 2), order, spacing)
     return grad, info
 
 
-def empirical_increments(X, base, code, order: int = 1):
+def empirical_increments(X, base, code, order: int = 1, spacing=None):
     r"""The increments that fit each unit's category totals exactly (the multinomial maximum
     likelihood estimate of the walk given the base profile, with 1/2 added to every count):
     :math:`\hat r_{u,c} = \log(C_{u,c}/B_{u,c})`, ``C`` the unit's counts and ``B`` its base
@@ -161,7 +173,7 @@ def empirical_increments(X, base, code, order: int = 1):
     C = X @ onehot + 0.5
     B = softmax(base, axis=1) @ onehot
     step = np.diff(np.log(C) - np.log(B), axis=1)
-    return increments_from_steps(step, order)
+    return increments_from_steps(step, order, spacing)
 
 
 def sibling_pairs(rng, groups):
@@ -293,7 +305,7 @@ def laplace_mh(rng, target, score, start):
     return np.where(accept[:, None], prop, 0.0), accept
 
 
-def _start(data, kappa, prec, code, onehot, order):
+def _start(data, kappa, prec, code, onehot, order, spacing=None):
     r"""The scoring's start: the mode of the move's conditional with each unit's log likelihood
     replaced by its quadratic approximation at the unit's empirical increments :math:`\hat e_p`
     (information :math:`I_p` there),
@@ -310,16 +322,16 @@ def _start(data, kappa, prec, code, onehot, order):
     prior precision is large)."""
     rhs, lhs = 0.0, 0.0
     for Xs, bs, es, ds, sg in data:
-        e_hat = empirical_increments(Xs, bs, code, order)
+        e_hat = empirical_increments(Xs, bs, code, order, spacing)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-            info = unit_score_info(Xs, bs + walk_offsets(e_hat, code, order), kappa, onehot, order)[1]
+            info = unit_score_info(Xs, bs + walk_offsets(e_hat, code, order, spacing), kappa, onehot, order, spacing)[1]
         info = np.where(np.isfinite(info), info, 0.0)
         rhs = rhs + sg * (np.einsum("mkl,ml->mk", info, e_hat - es) - ds * prec)
         lhs = lhs + info + np.diag(prec)[None]
     return np.linalg.solve(lhs, rhs[..., None])[..., 0]
 
 
-def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1):
+def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1, spacing=None):
     r"""One independence Metropolis--Hastings update of every move (module docstring).
 
     ``parts``: ``[(units, sign), ...]``, equally long unit index arrays and signs: move ``j``
@@ -339,7 +351,7 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
         out = np.zeros(n_moves)
         for Xs, bs, es, ds, sg in data:
             sh = sg * D
-            out += (unit_loglik(Xs, bs + walk_offsets(es + sh, code, order), kappa)
+            out += (unit_loglik(Xs, bs + walk_offsets(es + sh, code, order, spacing), kappa)
                     - 0.5 * ((ds + sh) ** 2 * prec).sum(axis=1))
         return out
 
@@ -348,14 +360,14 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
         Q = np.zeros((rows.size, K1, K1))
         for Xs, bs, es, ds, sg in data:
             sh = sg * D
-            gu, iu = unit_score_info(Xs[rows], bs[rows] + walk_offsets(es[rows] + sh, code, order), kappa, onehot,
-                                     order)
+            gu, iu = unit_score_info(Xs[rows], bs[rows] + walk_offsets(es[rows] + sh, code, order, spacing),
+                                     kappa, onehot, order, spacing)
             g += sg * (gu - (ds[rows] + sh) * prec)
             Q += iu
         Q += len(data) * np.diag(prec)[None]
         return g, Q
 
-    step, accept = laplace_mh(rng, target, score, _start(data, kappa, prec, code, onehot, order))
+    step, accept = laplace_mh(rng, target, score, _start(data, kappa, prec, code, onehot, order, spacing))
     for u, sg in parts:
         eta[u] += sg * step
         delta[u] += sg * step
@@ -363,7 +375,7 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
 
 
 def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None,
-                            width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1):
+                            width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None):
     r"""The step scales' update in (partially) non-centred coordinates: with exponents
     :math:`w_{u,k} \in [0, 1]` (default 1), the coordinates :math:`\tilde\epsilon_{u,k} =
     \delta_{u,k} / \sigma_k^{w_{u,k}}` held fixed and each :math:`\lambda_k = \log\sigma_k` in
@@ -394,7 +406,7 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
         sg = np.exp(lam)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             d = eps * sg[None, :] ** W
-            th = base + walk_offsets(centred(d, groups), code, order)
+            th = base + walk_offsets(centred(d, groups), code, order, spacing)
             f = (unit_loglik(X, th, kappa).sum() + _log_scale_prior(lam, s2, prior_dof)
                  + (wsum * lam).sum() - (d**2 / (2 * sg[None, :] ** 2)).sum())
         return f if np.isfinite(f) else -np.inf
@@ -447,7 +459,7 @@ def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
 
 
 def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, width=SLICE_WIDTH,
-                           order: int = 1, prior_dof: int = 1):
+                           order: int = 1, prior_dof: int = 1, spacing=None):
     r"""The step scales' update along the increments' conditional: each :math:`\lambda_k =
     \log\sigma_k` in turn drawn by slice sampling with every unit's increments carried along the
     Gaussian approximation of their conditional given :math:`\sigma`.
@@ -488,8 +500,8 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     :class:`~privinfer.pymc.WalkGibbs` tunes it during warm-up only)."""
     U, K1 = delta.shape
     onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
-    e = empirical_increments(X, base, code, order)
-    _, Q = unit_score_info(X, base + walk_offsets(e, code, order), kappa, onehot, order)
+    e = empirical_increments(X, base, code, order, spacing)
+    _, Q = unit_score_info(X, base + walk_offsets(e, code, order, spacing), kappa, onehot, order, spacing)
     Qbar = Q.mean(axis=0)
     s2 = float(prior_scale) ** 2
     if groups is None:
@@ -526,7 +538,7 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
             except np.linalg.LinAlgError:
                 return -np.inf
             sg = np.exp(lv)
-            f = (unit_loglik(X, base + walk_offsets(et, code, order), kappa).sum() + _log_scale_prior(lv, s2, prior_dof)
+            f = (unit_loglik(X, base + walk_offsets(et, code, order, spacing), kappa).sum() + _log_scale_prior(lv, s2, prior_dof)
                  - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
         return f if np.isfinite(f) else -np.inf
 
