@@ -11,8 +11,9 @@ the cells).  Printed:
 
 * times (model build, sampling) and peak resident memory of this process and its chains;
 * RMSE against the true cells, posterior mean / GLS, on all cells and on cells under 30;
-* 90% coverage and mean width of both, on all cells, cells under 30, and the tracts' shares
-  aged 65+ (posterior quantiles vs GLS delta-method intervals); GLS negative lower bounds;
+* 90% coverage and mean width of both, on all cells, cells under 30, the tracts' shares
+  aged 65+ (posterior quantiles vs GLS delta-method intervals) and the counties' people aged
+  65+ (a sum over ages within a county: GLS intervals of the sum); GLS negative lower bounds;
   beside the posterior's coverage of cells, what a calibrated posterior would give its integer
   intervals (their posterior mass, above 0.9 for small counts: a Poisson(2) posterior's 90%
   interval [0, 5] holds 0.98, a Poisson(5)'s [2, 9] 0.93) and the randomized coverage, exactly
@@ -172,6 +173,13 @@ def main(argv=None):
           f"   posterior {coverage(share_true, s_lo, s_hi):.3f} ({np.mean(s_hi - s_lo):.4f})")
     print(f"  RMSE of the share 65+: GLS {np.sqrt(np.mean((g_share - share_true) ** 2)):.4f}, "
           f"posterior {np.sqrt(np.mean((s_mean - share_true) ** 2)):.4f}")
+    if len(geography) > 1:      # a sum over ages within a middle-level unit: its people aged 65+
+        Ac = unit_sums(rel, geography[0], age=OLD)
+        c_true, (c_gls, c_lo, c_hi) = x @ Ac, est.interval(Ac)
+        c_mean, c_plo, c_phi = posterior_summary(derived_draws(draws, Ac))
+        print(f"  {geography[0] + ' people 65+':22s} GLS {coverage(c_true, c_lo, c_hi):.3f} ({np.mean(c_hi - c_lo):.1f})"
+              f"   posterior {coverage(c_true, c_plo, c_phi):.3f} ({np.mean(c_phi - c_plo):.1f}); RMSE GLS "
+              f"{np.sqrt(np.mean((c_gls - c_true) ** 2)):.1f}, posterior {np.sqrt(np.mean((c_mean - c_true) ** 2)):.1f}")
     print(f"GLS intervals with a negative lower bound: {int(np.sum(est.lower < 0))}; posterior: 0 (x >= 0)")
 
     rhat_x = az.rhat(idata, var_names=["x"])["x"].values

@@ -306,8 +306,9 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     ``directions`` ``(k, K-1)`` (default: the coordinate directions, one increment at a time);
     ``widths`` the slice widths, one or one per direction; ``walk_order`` 2: the increments are
     the raw increments of a second-order walk (their cumulative sums are the steps between
-    categories, :func:`~privinfer.pymc.walk_kernel.slopes`, times ``spacing`` when given).  Returns the number of density
-    evaluations and the mean ``|Delta|`` per direction over its updates (for tuning the widths)."""
+    categories, :func:`~privinfer.pymc.walk_kernel.slopes`, times ``spacing`` when given).
+    Returns the number of density evaluations and the mean ``|Delta|`` per direction over its
+    updates (for tuning the widths)."""
     K1 = delta.shape[1]
     dirs = np.eye(K1) if directions is None else np.ascontiguousarray(directions, dtype=float)
     wd = np.ascontiguousarray(np.broadcast_to(np.asarray(widths, dtype=float), (dirs.shape[0],)))

@@ -538,8 +538,8 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
             except np.linalg.LinAlgError:
                 return -np.inf
             sg = np.exp(lv)
-            f = (unit_loglik(X, base + walk_offsets(et, code, order, spacing), kappa).sum() + _log_scale_prior(lv, s2, prior_dof)
-                 - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
+            f = (unit_loglik(X, base + walk_offsets(et, code, order, spacing), kappa).sum()
+                 + _log_scale_prior(lv, s2, prior_dof) - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
         return f if np.isfinite(f) else -np.inf
 
     f = target(lam)
