@@ -162,7 +162,6 @@ def test_smooth_departures_enter_the_prior_as_written(walk_steps, walk_order, po
         spacing = np.abs(np.diff([MIDPOINTS[c] for c in hier.categories[list(hier.attributes).index("age")]]))
     h = np.ones(2) if spacing is None else np.asarray(spacing) / np.mean(spacing)
     assert "step_scale_age" not in hierarchy_model(rel).named_vars
-    hier = rel.mechanism.hierarchy
     rng = np.random.default_rng(2)
     point = model.initial_point()
     for k, v in point.items():

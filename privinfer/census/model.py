@@ -328,7 +328,7 @@ def _smooth_axis(hier, smooth):
     return list(hier.attributes).index(smooth)
 
 
-def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, order: int = 2, spacing=None):
+def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, order: int = 2, positions=None):
     r"""Each lowest-level unit's departure along the ordered categories of attribute ``axis``
     (e.g. the age groups): a random walk from 0 with one learned scale per step,
     :math:`r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a}`,
@@ -336,16 +336,17 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
     (density :math:`(\sigma/s_\sigma^2) e^{-\sigma^2/(2 s_\sigma^2)}`; module docstring)
     (``order`` 1), or a second-order random walk (``order`` 2): the steps
     :math:`r_{u,a} - r_{u,a-1} = h_a \sum_{b \le a}\delta_{u,b}`, so each increment changes the slope
-    (per unit of the categories' ``spacing`` :math:`h`: :func:`_walk_spacing`),
+    (per unit of the categories' spacing :math:`h` from their ``positions``: :func:`_walk_spacing`),
     broadcast over the other attributes: ``(U_leaf, d)``.  The increments are partially
     non-centred (:func:`_noncentering_weights`): ``step_<leaf>_<attr>`` holds
     :math:`\tilde\epsilon_{u,a} \sim N(0, \sigma_a^{2(1-w_{u,a})})` and
     :math:`\delta_{u,a} = \sigma_a^{w_{u,a}} \tilde\epsilon_{u,a}`, with ``w`` the model's data
     ``noncentering_<attr>`` (``centred``: all 0, :math:`\delta_{u,a} = \tilde\epsilon_{u,a}`, the
     parametrization of :class:`~privinfer.pymc.WalkGibbs`).  Returns the departures, the step
-    scales, the raw increments, the exponents and each cell column's category."""
+    scales, the raw increments, the exponents, each cell column's category and the spacing."""
     K = hier.shape[axis]
     name = hier.attributes[axis]
+    spacing = _walk_spacing(hier, axis, positions, order)
     U = hier.n_units(hier.depth - 1)
     leaf = hier.levels[-1]
     w = pm.Data(f"noncentering_{name}",
@@ -360,7 +361,7 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
         inc = _sibling_centred(inc, hier.parent[-1])
     walk = pt.concatenate([pt.zeros((U, 1)), pt.cumsum(inc, axis=1)], axis=1)
     code = np.unravel_index(np.arange(hier.d), hier.shape)[axis]
-    return walk[:, code], step, raw, w, code
+    return walk[:, code], step, raw, w, code, spacing
 
 
 def _cell_effects(hier, prior_scale: float):
@@ -377,20 +378,19 @@ def _cell_effects(hier, prior_scale: float):
         model.add_coord(leaf, [str(u) for u in hier.unit_labels[-1]])
     omega = pm.HalfNormal("cell_effect_scale", sigma=prior_scale)
     eps = pm.Normal("cell_effect", 0.0, omega, dims=(leaf, "combination"))
-    return eps, omega, eps if hier.depth < 2 else _sibling_centred(eps, hier.parent[-1])
+    par = _groups(hier)
+    return eps, omega, eps if par is None else _sibling_centred(eps, par)
 
 
 def _leaf_profiles(hier, theta, axis, est, centred: bool, walk_order: int, step_prior: float, effect_prior,
                    positions=None):
     """The lowest level's parents' log profiles ``base``, the smooth departures (``walk``, None
-    without ``axis``; with the walk's spacing from ``positions``, :func:`_walk_spacing`), the
+    without ``axis``; its spacing from ``positions``, :func:`_walk_spacing`), the
     lowest units' log profiles without the cell effects ``eta`` and the cell effects with their
     scale (``eps``; None when ``effect_prior`` is None)."""
     par = _groups(hier)
     base = theta[np.zeros(hier.n_units(0), np.int64) if par is None else par]
-    spacing = _walk_spacing(hier, axis, positions, walk_order)
-    walk = None if axis is None else _smooth_departures(hier, axis, step_prior, est, centred, walk_order, spacing)
-    walk = None if walk is None else walk + (spacing,)
+    walk = None if axis is None else _smooth_departures(hier, axis, step_prior, est, centred, walk_order, positions)
     eta = base if walk is None else base + walk[0]
     eps = None if effect_prior is None else _cell_effects(hier, effect_prior)
     return base, walk, eta, eps
@@ -409,8 +409,6 @@ def _walk_spacing(hier, axis, positions, order: int):
         positions = category_midpoints(cats)
         if positions is None:
             return None
-    elif isinstance(positions, str):
-        raise ValueError("smooth_positions must be 'auto', None or one number per category")
     try:
         pos = np.asarray(positions, dtype=float)
     except (TypeError, ValueError):
