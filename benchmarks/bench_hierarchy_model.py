@@ -117,6 +117,8 @@ def main(argv=None):
                     help="hierarchy_model(walk_steps=...): WalkGibbs or NUTS for the tract walk")
     ap.add_argument("--cell-effects", action="store_true",
                     help="hierarchy_model(cell_effects=True): log-normal effects of the cells")
+    ap.add_argument("--smooth-levels", choices=("lowest", "all"), default="lowest",
+                    help="hierarchy_model(smooth_levels=...): 'all' gives the counties a walk of their own")
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
     args = ap.parse_args(argv)
 
@@ -134,7 +136,8 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     model = hierarchy_model(rel, overdispersion="auto" if args.overdispersion is None else args.overdispersion,
-                            walk_steps=args.walk_steps, cell_effects=args.cell_effects)
+                            walk_steps=args.walk_steps, cell_effects=args.cell_effects,
+                            smooth_levels=args.smooth_levels)
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()
     with model:

@@ -8,6 +8,7 @@ import pandas as pd
 import pymc as pm
 import pytest
 from pymc.sampling.mcmc import assign_step_methods
+from pymc.step_methods import CompoundStep
 from scipy import special, stats
 
 from census_helpers import random_frame
@@ -388,6 +389,107 @@ def test_cell_effects_posterior_matches_the_exact_one_on_two_tracts():
     idata = _sample_and_check_cells(model, X, p, seed=9)
     ess_o = float(pm.ess(idata, var_names=["cell_effect_scale"])["cell_effect_scale"])
     _check_mean(idata.posterior["cell_effect_scale"].values.ravel(), ess_o, omega_mean)
+
+
+def _random_point(model, seed):
+    rng = np.random.default_rng(seed)
+    point = model.initial_point()
+    return {k: (v + rng.normal(0, 0.3, np.shape(v)) if not k.startswith("x") else v) for k, v in point.items()}
+
+
+def _values(model, point, tensors):
+    fn = model.compile_fn(model.replace_rvs_by_values(list(tensors)), inputs=model.value_vars,
+                          on_unused_input="ignore")
+    return fn(point)
+
+
+def _walk(scale, raw, w, groups, h):
+    """A second-order walk over 3 categories in NumPy: increments scale^w * raw less their group
+    means, cumulative sums times the spacing h, then summed from 0."""
+    inc = scale[None, :] ** w * raw
+    for g in np.unique(groups):
+        inc[groups == g] -= inc[groups == g].mean(axis=0)
+    inc = np.cumsum(inc, axis=1) * h
+    return np.concatenate([np.zeros((inc.shape[0], 1)), np.cumsum(inc, axis=1)], axis=1)
+
+
+@pytest.mark.parametrize("walk_steps", ["gibbs", "nuts"])
+def test_middle_levels_walk_enters_the_county_profiles_as_written(walk_steps):
+    # smooth_levels="all": log_profile_county = state + scale_county[age] * (z less its mean over
+    # the counties) + the county's own second-order walk over the ages, z zero-sum over the sexes
+    # at every age (the sex contrasts: the walk carries the age profile); recomputed in NumPy at a
+    # random point; the tracts' walk departs from those profiles as before
+    f, rel = small_release()
+    hier = rel.mechanism.hierarchy
+    model = hierarchy_model(rel, smooth="age", smooth_levels="all", smooth_positions=(0.0, 1.0, 5.0),
+                            walk_steps=walk_steps)
+    assert "step_scale_county_age" not in hierarchy_model(rel, smooth="age").named_vars
+    point = _random_point(model, 6)
+    names = ["log_profile_county", "log_profile_state", "scale_county", "departure_county", "step_scale_county_age",
+             "step_county_age"]
+    v = dict(zip(names, _values(model, point, [model[n] for n in names])))
+    w = model["noncentering_county_age"].get_value()
+    assert w.shape == v["step_county_age"].shape
+    assert np.all(w == 0) if walk_steps == "gibbs" else np.all((w > 0) & (w <= 1))
+    U = hier.n_units(1)
+    walk = _walk(v["step_scale_county_age"], v["step_county_age"], w, np.zeros(U), np.array([1.0, 4.0]) / 2.5)
+    sex, age = np.unravel_index(np.arange(hier.d), hier.shape)
+    z = v["departure_county"]                                   # (county, age, sex)
+    assert z.shape == (U, 3, 2)
+    np.testing.assert_allclose(z.sum(axis=2), 0.0, atol=1e-12)  # zero-sum over the sexes
+    z = (z - z.mean(axis=0))[:, age, sex]
+    np.testing.assert_allclose(v["log_profile_county"],
+                               v["log_profile_state"][None, :] + v["scale_county"][age][None, :] * z + walk[:, age],
+                               atol=1e-12)
+    with pytest.raises(ValueError, match="smooth_levels"):
+        hierarchy_model(rel, smooth_levels="county")
+
+
+def test_middle_levels_walk_is_registered_with_what_it_departs_from():
+    # WalkGibbs samples both walks; each is registered with a base that, plus its own offsets
+    # (the county walk's repeated over each county's tracts: members), is the tracts' log profile
+    from privinfer.pymc.registry import model_registry
+    from privinfer.pymc.walk_kernel import centred, walk_offsets
+
+    f, rel = small_release()
+    hier = rel.mechanism.hierarchy
+    model = hierarchy_model(rel, smooth="age", smooth_levels="all", walk_steps="gibbs")
+    walks = model_registry(model)["walks"]
+    assert set(walks) == {"step_tract_age", "step_county_age"}
+    point = _random_point(model, 7)
+    county = np.asarray(hier.parent[-1])
+    tract_walk, county_walk = walks["step_tract_age"], walks["step_county_age"]
+    assert tract_walk.members is None and county_walk.carry is None
+    np.testing.assert_array_equal(county_walk.members, county)
+    names = ["log_profile_county", "step_scale_age", "step_tract_age", "step_scale_county_age", "step_county_age"]
+    v = dict(zip(names, _values(model, point, [model[n] for n in names])))
+    b_tract, b_county = _values(model, point, [tract_walk.base, county_walk.base])
+    h = tract_walk.spacing
+    r_tract = walk_offsets(centred(v["step_tract_age"], county), tract_walk.code, 2, h)
+    r_county = walk_offsets(centred(v["step_county_age"], np.zeros(hier.n_units(1), np.int64)), county_walk.code, 2, h)
+    profile = v["log_profile_county"][county] + r_tract
+    np.testing.assert_allclose(b_tract + r_tract, profile, atol=1e-12)
+    np.testing.assert_allclose(b_county + r_county[county], profile, atol=1e-12)
+    with model:
+        _, selected = assign_step_methods(model, None, methods=pm.STEP_METHODS)
+        assert len(selected[WalkGibbs]) == 4
+        step = WalkGibbs(vars=selected[WalkGibbs], rng=np.random.default_rng(3))
+    assert isinstance(step, CompoundStep) and [type(m) for m in step.methods] == [WalkGibbs, WalkGibbs]
+    assert [m.scale_update for m in step.methods] == ["transport", "noncentred"]
+
+
+def test_sampling_with_walks_at_two_levels_moves_both_and_keeps_the_invariant():
+    f, rel = small_release()
+    model = hierarchy_model(rel, smooth="age", smooth_levels="all", walk_steps="gibbs")
+    with model:
+        idata = pm.sample(draws=30, tune=20, chains=1, cores=1, random_seed=8, progressbar=False,
+                          compute_convergence_checks=False)
+    for name in ("step_county_age", "step_tract_age", "step_scale_county_age"):
+        draws = idata.posterior[name].values[0]
+        assert np.mean(np.any(np.diff(draws, axis=0) != 0, axis=tuple(range(1, draws.ndim)))) > 0.5
+    assert np.all(idata.sample_stats["walk_accept"].values > 0)
+    x = idata.posterior["x"].values.reshape(-1, len(f))
+    np.testing.assert_array_equal(x.sum(axis=1), rel.t.sum())
 
 
 def test_partly_non_centred_increments_keep_the_prior():

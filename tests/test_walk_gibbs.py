@@ -392,7 +392,7 @@ def test_walk_gibbs_refuses_what_it_cannot_sample():
         with pytest.raises(ValueError, match="centred"):
             WalkGibbs()
     with hierarchy_model(rel, smooth="age", walk_steps="nuts"):
-        with pytest.raises(ValueError, match="one walk registered"):
+        with pytest.raises(ValueError, match="a walk registered"):
             WalkGibbs()
     from privinfer.pymc.registry import model_registry
 
@@ -559,3 +559,80 @@ def test_increments_from_steps_inverts_slopes(order, spacing):
     eta = np.random.default_rng(5).normal(size=(4, 6))
     assert np.allclose(wk.increments_from_steps(wk.slopes(eta, order, spacing), order, spacing), eta)
     assert np.allclose(wk.slopes(wk.increments_from_steps(eta, order, spacing), order, spacing), eta)
+
+
+# -- units of several rows (a county's walk over its tracts) ---------------------------------
+
+def test_pair_moves_of_units_owning_several_rows_leave_the_exact_conditional_invariant():
+    # unit 1 owns two rows of cells with their own base profiles (two tracts of one county),
+    # unit 2 one row; the pair keeps eta_1 + eta_2 = 0 and the mean m; the conditional of e is
+    #   l(X1a, b_a, e) + l(X1b, b_b, e) + l(X2, b, -e) - ((m + e)^2 + (m - e)^2) / (2 sigma^2)
+    X1a, X1b, X2 = np.array([0.0, 3.0, 0.0, 2.0]), np.array([0.0, 1.0, 0.0, 1.0]), np.array([3.0, 0.0, 4.0, 0.0])
+    base = _case()[1]
+    b_a, b_b = base, base[::-1].copy()
+    kappa, sigma, m = 2.0, np.array([2.0]), 0.3
+    grid = np.linspace(-12, 12, 48001)
+    logd = (_unit_logl(X1a, b_a, kappa, grid) + _unit_logl(X1b, b_b, kappa, grid) + _unit_logl(X2, base, kappa, -grid)
+            - ((m + grid) ** 2 + (m - grid) ** 2) / (2 * sigma[0] ** 2))
+    rng = np.random.default_rng(17)
+    n = 20000
+    e0, cdf = _grid_draws(logd, grid, n, rng)
+    # rows: pair j's unit j owns rows j and n + j, unit n + j owns row 2n + j
+    X = np.concatenate([np.tile(X1a, (n, 1)), np.tile(X1b, (n, 1)), np.tile(X2, (n, 1))])
+    B = np.concatenate([np.tile(b_a, (n, 1)), np.tile(b_b, (n, 1)), np.tile(base, (n, 1))])
+    members = np.concatenate([np.arange(n), np.arange(n), np.arange(n, 2 * n)])
+    order = rng.permutation(3 * n)                                     # rows in any order
+    eta = np.concatenate([e0, -e0])[:, None]
+    delta = eta + m
+    u, v = np.arange(n), np.arange(n, 2 * n)
+    acc = wk.move_update(rng, X[order], B[order], eta, delta, [(u, 1.0), (v, -1.0)], sigma, kappa, CODE,
+                         members=members[order])
+    assert 0.2 < acc.mean() < 1.0
+    assert np.allclose(eta[u] + eta[v], 0.0) and np.allclose(delta[u] + delta[v], 2 * m)
+    assert _ks(eta[u, 0], grid, cdf) > ALPHA
+    _assert_far_from_gaussian(grid, cdf, n)
+    # power: the same moves with unit 1's second row ignored target another conditional
+    eta_w = np.concatenate([e0, -e0])[:, None]
+    keep = (order < n) | (order >= 2 * n)
+    wk.move_update(rng, X[order][keep], B[order][keep], eta_w, eta_w + m, [(u, 1.0), (v, -1.0)], sigma, kappa, CODE,
+                   members=members[order][keep])
+    assert _ks(eta_w[u, 0], grid, cdf) < ALPHA
+
+
+def test_noncentred_scale_update_of_units_owning_several_rows_leaves_the_exact_conditional_invariant():
+    # as test_noncentred_scale_update_leaves_the_exact_conditional_invariant, with unit 0 owning
+    # two rows (its log likelihood the sum of both)
+    rng = np.random.default_rng(18)
+    s, dof = 0.5, 2
+    Xs = [_case(kappa=2.5, n=10, seed=k)[0] for k in range(4)]
+    base, kappa = _case()[1], 2.5
+    X = np.stack(Xs)
+    B = np.stack([base, base, base, base[::-1]])
+    members = np.array([0, 1, 2, 0])
+    groups = np.zeros(3, dtype=np.int64)
+    eps = np.array([[1.2], [-0.4], [0.7]])
+    eps_c = eps - eps.mean()
+    grid = np.linspace(-9, 2.5, 46001)
+    sg = np.exp(grid)
+    logd = -sg**2 / (2 * s * s) + dof * grid
+    for r in range(4):
+        logd = logd + _unit_logl(X[r], B[r], kappa, sg * eps_c[members[r], 0])
+    n = 2500
+    lam0, cdf = _grid_draws(logd, grid, n, rng)
+    out = np.empty(n)
+    for j in range(n):
+        sigma = np.array([np.exp(lam0[j])])
+        new_sigma, new_delta, _ = wk.scale_update_noncentred(rng, X, B, eps * sigma, groups, sigma, kappa, CODE, s,
+                                                             prior_dof=dof, members=members)
+        out[j] = np.log(new_sigma[0])
+    assert np.mean(out != lam0) > 0.9
+    assert _ks(out, grid, cdf) > ALPHA
+    _assert_far_from_gaussian(grid, cdf, n)
+
+
+def test_unit_rows_finds_every_row_of_the_moved_units():
+    members = np.array([2, 0, 2, 1, 0])
+    rows, at = wk.unit_rows(np.array([2, 1]), members, 3)
+    assert rows.tolist() == [0, 2, 3] and at.tolist() == [0, 0, 1]
+    rows, at = wk.unit_rows(np.array([2, 1]), None, 3)
+    assert rows.tolist() == [2, 1] and at is None

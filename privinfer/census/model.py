@@ -78,6 +78,19 @@ sampler.  Use the GLS intervals
 (:meth:`~privinfer.inference.HierarchicalGLSEstimate.interval`) for such sums until the
 counties get a smooth departure of their own.
 
+Smooth departures of the middle levels (``smooth_levels="all"``).  Each unit of a middle level
+(a county) also departs from its parent along the ordered attribute by a second-order walk of
+its own, with its own learned step scales, so that a county can be old or young as a whole; its
+other departures are then only the contrasts that walk leaves (zero-sum over the other
+attributes at every age: a county's sex ratios, one scale per age group), so the two do not
+trade off.  :class:`~privinfer.pymc.WalkGibbs` samples each county's walk given its tracts'
+cells (a unit of several rows: the county's walk enters each of its tracts'
+Dirichlet-multinomials), NUTS the rest as before.  12 Kentucky counties (94 tracts), 2 x (300
++ 600), same seeds, against ``"lowest"``: tract share 65+ RMSE 0.0089 against 0.0098, the
+counties' people 65+ RMSE 31.1 against 32.3 (GLS 36.4, coverage 0.917 for all three), cells
+0.650 / 0.358 of GLS against 0.654 / 0.364; NUTS's tree depth 5.0 for both; 234 s against 126
+s.
+
 The step scales' prior is the Rayleigh, density :math:`(\sigma/s_\sigma^2)\,e^{-\sigma^2/(2
 s_\sigma^2)}` (``pm.Weibull(alpha=2, beta=s_sigma * sqrt(2))``; :math:`\sigma_a^2` exponential
 with mean :math:`2 s_\sigma^2`): a boundary-avoiding prior for a group-level sd, density
@@ -169,25 +182,70 @@ def start_point(release, estimate=None) -> np.ndarray:
     return split_group_totals(inv.partition.codes, np.asarray(release.t, dtype=np.int64), est.x)
 
 
-def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_scale: dict):
-    """The log profiles :math:`\\theta` of the units of every level above the lowest (in the
+def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_scale: dict, middle=None):
+    """The log profiles :math:`\theta` of the units of every level above the lowest (in the
     model's context); returns the lowest level's parents' profiles ``(U_{L-2}, d)`` (the
-    state's, as one row, when the lowest level is the top).  The top profile and the log
-    scales are NUTS's coordinates divided by ``h_top`` and ``h_scale[level]``, rough posterior
-    sds (:func:`_coordinate_scales`)."""
-    d = hier.d
-    theta = pm.ZeroSumNormal(f"log_profile_{hier.levels[0]}", sigma=profile_scale, shape=(d,), dims="combination",
-                             transform=Rescaled(h_top))
+    state's, as one row, when the lowest level is the top) and the parts they are the sums of:
+    ``[(level, departures, walk)]``, the top's ``(0, profile (1, d), None)`` first.  The top
+    profile and the log scales are NUTS's coordinates divided by ``h_top`` and
+    ``h_scale[level]``, rough posterior sds (:func:`_coordinate_scales`).  ``middle``: None, or
+    ``(axis, walk)`` with ``walk(level)`` a middle level's smooth departures along ``axis``
+    (:func:`_smooth_departures`'s tuple): its departures are then the contrasts the walk
+    leaves (:func:`_departures`)."""
+    theta = pm.ZeroSumNormal(f"log_profile_{hier.levels[0]}", sigma=profile_scale, shape=(hier.d,),
+                             dims="combination", transform=Rescaled(h_top))
     theta = theta[None, :]
+    parts = [(0, theta, None)]
     for l in range(1, hier.depth - 1):
         name = hier.levels[l]
-        scale = pm.HalfNormal(f"scale_{name}", sigma=scale_prior, shape=(d,), dims="combination",
-                              transform=Rescaled(h_scale[l]))
-        z = pm.ZeroSumNormal(f"departure_{name}", sigma=1.0, shape=(hier.n_units(l), d), dims=(name, "combination"))
-        par = np.asarray(hier.parent[l], dtype=np.int64)
-        theta = theta[par] + scale[None, :] * _sibling_centred(z, par)
+        walk = None if middle is None else middle[1](l)
+        dep = _departures(hier, l, scale_prior, h_scale[l], None if walk is None else middle[0])
+        theta = theta[np.asarray(hier.parent[l], dtype=np.int64)]
+        theta = theta + sum(t for t in (dep, None if walk is None else walk[0]) if t is not None)
         pm.Deterministic(f"log_profile_{name}", theta, dims=(name, "combination"))
-    return theta
+        parts.append((l, dep, walk))
+    return theta, parts
+
+
+def _departures(hier, l: int, scale_prior: float, h: float, axis=None):
+    r"""Level ``l``'s units' departures from their parents' profiles ``(U_l, d)``:
+    :math:`\tau \odot (z_v - \bar z_{\mathrm{pa}(v)})`, ``z`` zero-sum over the attribute
+    combinations, one scale per combination (module docstring).  With ``axis`` (the units also
+    depart smoothly along that attribute, :func:`_smooth_departures`), only what that walk
+    cannot give: ``z`` sums to zero over the other attributes' combinations within every
+    category of ``axis`` (e.g. a county's sex contrasts at every age; its age profile is the
+    walk's), one scale per category of ``axis``; None when ``axis`` is the only attribute."""
+    name, U = hier.levels[l], hier.n_units(l)
+    par = np.asarray(hier.parent[l], dtype=np.int64)
+    if axis is None:
+        scale = pm.HalfNormal(f"scale_{name}", sigma=scale_prior, shape=(hier.d,), dims="combination",
+                              transform=Rescaled(h))
+        z = pm.ZeroSumNormal(f"departure_{name}", sigma=1.0, shape=(U, hier.d), dims=(name, "combination"))
+        return scale[None, :] * _sibling_centred(z, par)
+    K = hier.shape[axis]
+    m = hier.d // K
+    if m == 1:
+        return None
+    coords = np.unravel_index(np.arange(hier.d), hier.shape)
+    rest = np.ravel_multi_index([c for i, c in enumerate(coords) if i != axis],
+                                [k for i, k in enumerate(hier.shape) if i != axis])
+    scale = pm.HalfNormal(f"scale_{name}", sigma=scale_prior, shape=(K,), transform=Rescaled(h))
+    z = pm.ZeroSumNormal(f"departure_{name}", sigma=1.0, shape=(U, K, m))   # zero-sum over the last axis
+    flat = z.reshape((U, K * m))[:, coords[axis] * m + rest]
+    return scale[coords[axis]][None, :] * _sibling_centred(flat, par)
+
+
+def _leaf_sum(hier, parts, skip: int):
+    """The lowest units' log profiles ``(U_leaf, d)`` from ``parts`` (:func:`_profiles`) without
+    the walk of level ``skip``: what that walk departs from, above the lowest level."""
+    first = hier.leaf_order()[:, 0]
+    out = 0.0
+    for l, dep, walk in parts:
+        anc = np.asarray(hier.unit_of_cell[l], dtype=np.int64)[first]
+        for t in (dep, None if walk is None or l == skip else walk[0]):
+            if t is not None:
+                out = out + t[anc]
+    return out
 
 
 def _coordinate_scales(hier, est):
@@ -270,12 +328,12 @@ def _unit_tables(hier, level: int, est, axis=None):
     return n, 1.0 / n + v / n**2              # counts and the variances of their logs
 
 
-def _walk_noncentering(hier, axis: int, est, order: int = 1, spacing=None) -> np.ndarray:
-    """Exponents of the walk's increments: the estimated increments are the lowest-level
-    units' log ratios of neighbouring categories of ``axis`` minus their parents' (order 2:
+def _walk_noncentering(hier, axis: int, est, order: int = 1, spacing=None, level=None) -> np.ndarray:
+    """Exponents of the walk's increments: the estimated increments are the lowest-level (or
+    ``level``'s) units' log ratios of neighbouring categories of ``axis`` minus their parents' (order 2:
     divided by the ``spacing`` and differenced once more, the first kept; sampling variances
     from the categories' log counts taken as independent)."""
-    L = hier.depth - 1
+    L = hier.depth - 1 if level is None else level
     n, s2 = _unit_tables(hier, L, est, axis)
     logr = np.diff(np.log(n), axis=1)
     if L >= 1:
@@ -328,9 +386,11 @@ def _smooth_axis(hier, smooth):
     return list(hier.attributes).index(smooth)
 
 
-def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, order: int = 2, positions=None):
-    r"""Each lowest-level unit's departure along the ordered categories of attribute ``axis``
-    (e.g. the age groups): a random walk from 0 with one learned scale per step,
+def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, order: int = 2, positions=None,
+                       level=None):
+    r"""Each lowest-level unit's departure (``level``: each unit's of that middle level, variables
+    ``step_scale_<level>_<attr>``, ``step_<level>_<attr>`` and ``noncentering_<level>_<attr>``)
+    along the ordered categories of attribute ``axis`` (e.g. the age groups): a random walk from 0 with one learned scale per step,
     :math:`r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a}`,
     :math:`\delta_{u,a} \sim N(0, \sigma_a^2)`, :math:`\sigma_a \sim \mathrm{Rayleigh}(s_\sigma)`
     (density :math:`(\sigma/s_\sigma^2) e^{-\sigma^2/(2 s_\sigma^2)}`; module docstring)
@@ -345,20 +405,21 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
     parametrization of :class:`~privinfer.pymc.WalkGibbs`).  Returns the departures, the step
     scales, the raw increments, the exponents, each cell column's category and the spacing."""
     K = hier.shape[axis]
-    name = hier.attributes[axis]
+    L = hier.depth - 1 if level is None else level
+    name = hier.attributes[axis] if level is None else f"{hier.levels[L]}_{hier.attributes[axis]}"
     spacing = _walk_spacing(hier, axis, positions, order)
-    U = hier.n_units(hier.depth - 1)
-    leaf = hier.levels[-1]
+    U = hier.n_units(L)
     w = pm.Data(f"noncentering_{name}",
-                np.zeros((U, K - 1)) if centred else _walk_noncentering(hier, axis, est, order, spacing))
+                np.zeros((U, K - 1)) if centred else _walk_noncentering(hier, axis, est, order, spacing, L))
     # alpha as float64: a Python 2.0 would become a float32 constant (log 2 in single precision)
     step = pm.Weibull(f"step_scale_{name}", alpha=np.float64(2.0), beta=step_prior * np.sqrt(2.0), shape=(K - 1,))
-    raw = pm.Normal(f"step_{leaf}_{name}", 0.0, step[None, :] ** (1.0 - w), shape=(U, K - 1))
+    raw = pm.Normal(f"step_{hier.levels[L]}_{hier.attributes[axis]}", 0.0, step[None, :] ** (1.0 - w),
+                    shape=(U, K - 1))
     inc = step[None, :] ** w * raw
     if order == 2:
         inc = pt.cumsum(inc, axis=1) * (1.0 if spacing is None else pt.constant(spacing)[None, :])
-    if hier.depth >= 2:
-        inc = _sibling_centred(inc, hier.parent[-1])
+    if L >= 1:
+        inc = _sibling_centred(inc, hier.parent[L])
     walk = pt.concatenate([pt.zeros((U, 1)), pt.cumsum(inc, axis=1)], axis=1)
     code = np.unravel_index(np.arange(hier.d), hier.shape)[axis]
     return walk[:, code], step, raw, w, code, spacing
@@ -465,7 +526,7 @@ def _coords(mech):
 def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0, smooth="auto",
                     step_prior: float = 0.3, overdispersion="auto", walk_steps: str = "auto",
                     walk_order: int = 2, cell_effects: bool = False, cell_effect_prior: float = 0.3,
-                    smooth_positions="auto") -> pm.Model:
+                    smooth_positions="auto", smooth_levels: str = "lowest") -> pm.Model:
     """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
 
     Parameters
@@ -486,6 +547,10 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
     smooth_positions
         the smooth attribute's categories' positions (monotone; the walk's slope is per unit of
         them); ``"auto"``: age groups' midpoints (:func:`~privinfer.census.ages.category_midpoints`).
+    smooth_levels
+        ``"lowest"`` (default): only the lowest level's units depart smoothly; ``"all"``: every
+        middle level's units too (a county old or young as a whole), their other departures
+        then only the contrasts that walk leaves (module docstring).
     step_prior
         scale :math:`s_\\sigma` of the walk's step scales' Rayleigh prior (module docstring).
     walk_order
@@ -535,9 +600,10 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
     x0 = start_point(release, est)
     with pm.Model(coords=_coords(mech)) as model:
         h_top, h_scale, h_phi = _coordinate_scales(hier, est)
-        theta = _profiles(hier, float(profile_scale), float(scale_prior), h_top, h_scale)
-        # overdispersion phi = 1/sqrt(kappa) (phi -> 0 is the multinomial; a cell's share has
-        # relative sd about phi / sqrt(p)), a scale with a half-normal prior
+        middle = _middle(hier, axis, smooth_levels, est, walk_steps == "gibbs", walk_order, float(step_prior),
+                         smooth_positions)
+        theta, parts = _profiles(hier, float(profile_scale), float(scale_prior), h_top, h_scale, middle)
+        # overdispersion phi = 1/sqrt(kappa): a cell's share has relative sd about phi / sqrt(p)
         phi = (pm.HalfNormal("overdispersion", sigma=0.3, transform=Rescaled(h_phi)) if overdispersion is None
                else pt.constant(float(overdispersion)))
         kappa = pm.Deterministic("concentration", 1.0 / phi**2)
@@ -554,11 +620,42 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         if eps is not None:
             register_cell_effects(effects=eps[0], scale=eps[1], prior_scale=float(cell_effect_prior), eta=eta,
                                   kappa=kappa, latent=x, grid=hier.leaf_order(), groups=_groups(hier))
-        if walk is not None and walk_steps == "gibbs":
-            _, step, raw, w, code, spacing = walk
-            base = base if eps is None else base + eps[2]          # what the walk departs from
-            register_walk(scales=step, increments=raw, prior_scale=float(step_prior), base=base, kappa=kappa,
-                          weights=w, latent=x, grid=hier.leaf_order(), code=code,
-                          groups=_groups(hier),
-                          carry=_carry_fractions(est), order=walk_order, spacing=spacing)
+        if walk_steps == "gibbs":
+            _register_walks(hier, parts, base, walk, eps, kappa, x, float(step_prior), walk_order, est)
     return model
+
+
+def _middle(hier, axis, levels, est, centred: bool, order: int, step_prior: float, positions):
+    """``(axis, walk)`` for :func:`_profiles` with ``levels="all"`` (``walk(level)``: that middle
+    level's smooth departures, :func:`_smooth_departures`); None for ``"lowest"`` or without a
+    smooth attribute."""
+    if isinstance(levels, str) and levels == "lowest":
+        return None
+    if not (isinstance(levels, str) and levels == "all"):
+        raise ValueError("smooth_levels must be 'lowest' or 'all'")
+    if axis is None:
+        return None
+    return axis, lambda l: _smooth_departures(hier, axis, step_prior, est, centred, order, positions, level=l)
+
+
+def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, order: int, est):
+    """Every smooth departure for :class:`~privinfer.pymc.WalkGibbs`: the lowest units' (departing
+    from ``base``, their parents' profiles, plus the cell effects) and each middle level's
+    (rows: the lowest units, each departing from its log profile without that walk,
+    :func:`_leaf_sum`; members: the lowest units' ancestors at that level; no carried update)."""
+    effects = 0.0 if eps is None else eps[2]
+    if walk is not None:
+        _, step, raw, w, code, spacing = walk
+        register_walk(scales=step, increments=raw, prior_scale=step_prior, base=base + effects, kappa=kappa,
+                      weights=w, latent=x, grid=hier.leaf_order(), code=code, groups=_groups(hier),
+                      carry=_carry_fractions(est), order=order, spacing=spacing)
+    first = hier.leaf_order()[:, 0]
+    for l, _, mid in parts:
+        if mid is None:
+            continue
+        tracts = walk[0] if walk is not None else 0.0
+        _, step, raw, w, code, spacing = mid
+        register_walk(scales=step, increments=raw, prior_scale=step_prior,
+                      base=_leaf_sum(hier, parts, l) + tracts + effects, kappa=kappa, weights=w, latent=x,
+                      grid=hier.leaf_order(), code=code, groups=np.asarray(hier.parent[l], dtype=np.int64),
+                      members=np.asarray(hier.unit_of_cell[l], dtype=np.int64)[first], order=order, spacing=spacing)

@@ -65,11 +65,11 @@ class WalkInfo:
     scales: str               # the step scales' variable, (K-1,), scale / prior_scale ~ chi(prior_dof)
     increments: str           # the raw increments' variable, (U, K-1), N(0, scales^2)
     prior_scale: float
-    base: object              # (U, d) tensor: the log profile every unit departs from
+    base: object              # (R, d) tensor: the log profile every row departs from
     kappa: object             # scalar tensor: the Dirichlet concentration
     weights: object           # (U, K-1) tensor: non-centring exponents (0: centred)
     latent: str               # the lattice latent holding the cells
-    grid: np.ndarray          # (U, d) cell indices of every unit
+    grid: np.ndarray          # (R, d) cell indices of every row (R = U without members)
     code: np.ndarray          # (d,) category of every column of the grid
     groups: object = None     # (U,) sibling groups whose increments are centred (None: none)
     exponents: object = None  # (U, K-1) partial non-centring of the scale update (None: 1)
@@ -77,6 +77,7 @@ class WalkInfo:
     order: int = 1            # 1: random walk; 2: second-order (the increments change the slope)
     prior_dof: int = 1        # the step scales' prior: 1 half-normal, 2 Rayleigh
     spacing: object = None    # (K-1,) order 2: the categories' distances (None: all 1)
+    members: object = None    # (R,) the unit of every row of grid (None: row u is unit u)
 
 
 @dataclass
@@ -89,7 +90,7 @@ class CellEffectsInfo:
     eta: object               # (U, d) tensor: the units' log profiles without the effects
     kappa: object             # scalar tensor: the Dirichlet concentration
     latent: str               # the lattice latent holding the cells
-    grid: np.ndarray          # (U, d) cell indices of every unit
+    grid: np.ndarray          # (R, d) cell indices of every row (R = U without members)
     groups: object = None     # (U,) groups within which the effects enter centred (None: as they are)
 
 

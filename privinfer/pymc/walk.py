@@ -10,6 +10,10 @@ a second-order walk; the kernels carry the map through the chain rule,
 :math:`x_u \mid N_u \sim \mathrm{DirMult}(N_u, \kappa\,\mathrm{softmax}(b_u + r_{u,c}))`
 (:mod:`privinfer.pymc.walk_kernel` states the conditional).  :class:`WalkGibbs` updates the
 increments and the step scales of such a walk; ``pm.sample()`` assigns it to them by itself.
+A model may register several walks (a county's walk over the ages beside its tracts' walks):
+a unit's walk may enter several rows of cells, each with its own base profile (``members``:
+a county's departure enters each of its tracts' Dirichlet-multinomials), and ``pm.sample()``
+then gets one :class:`WalkGibbs` per walk, each updating its walk given the others.
 One iteration:
 
 1. ``rounds`` times: a uniformly random matching of the units within each sibling group (every
@@ -55,7 +59,8 @@ from pymc.exceptions import NotConstantValueError
 from pymc.logprob.transforms import LogTransform
 from pymc.pytensorf import constant_fold
 from pymc.step_methods.arraystep import ArrayStepShared
-from pymc.step_methods.compound import Competence, StepMethodState
+from pymc.step_methods.compound import Competence, CompoundStep, StepMethodState
+from pymc.util import get_random_generator
 from pymc.step_methods.state import dataclass_state
 from pytensor.tensor.random.basic import HalfNormalRV
 
@@ -78,7 +83,8 @@ CARRY_DIRECTIONS = 8
 
 
 def register_walk(*, scales, increments, prior_scale: float, base, kappa, weights, latent, grid, code,
-                  groups=None, exponents=None, carry=None, order: int = 1, spacing=None, model=None) -> WalkInfo:
+                  groups=None, exponents=None, carry=None, order: int = 1, spacing=None, members=None,
+                  model=None) -> WalkInfo:
     r"""Record a random-walk departure (module docstring) so that ``pm.sample()`` samples its
     step scales and increments with :class:`WalkGibbs`.
 
@@ -94,11 +100,19 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         (centred within ``groups`` when given), 0 for the first category.  :class:`WalkGibbs`
         requires ``weights == 0`` (the centred parametrization).
     base, kappa
-        tensors: ``(U, d)`` log profiles the units depart from and the Dirichlet concentration.
+        tensors: ``(R, d)`` log profiles the rows of cells depart from and the Dirichlet
+        concentration.
     latent
         the lattice latent holding the cells (:func:`~privinfer.pymc.lattice_latent`).
     grid, code
-        ``(U, d)`` cell indices of every unit; ``(d,)`` category (0..K-1) of every column.
+        ``(R, d)`` cell indices of every row (each a Dirichlet-multinomial); ``(d,)`` category
+        (0..K-1) of every column.
+    members
+        ``(R,)`` the unit (0..U-1) of every row of ``grid``: a unit's departure enters all its
+        rows (a county's walk enters each of its tracts' cells, with each tract's own base);
+        every unit needs a row.  None (default): ``R = U``, row ``u`` is unit ``u``.  Such a
+        walk has no carried update, and :class:`WalkGibbs` updates its scales by
+        ``scale_update="noncentred"``.
     groups
         ``(U,)`` sibling group of every unit (the increments are centred within groups), or None.
     exponents
@@ -128,9 +142,10 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     grid = np.asarray(grid, dtype=np.int64)
     code = np.asarray(code, dtype=np.int64)
     K1 = int(scales.type.shape[0]) if scales.type.shape[0] is not None else None
-    U = grid.shape[0]
+    U = _n_units(increments)
     if grid.ndim != 2 or code.shape != (grid.shape[1],):
-        raise ValueError("grid must be (units, d) and code (d,)")
+        raise ValueError("grid must be (rows, d) and code (d,)")
+    members = _checked_members(members, grid.shape[0], U, carry)
     if K1 is None or code.min() != 0 or code.max() != K1:
         raise ValueError("code must take every category 0..K-1 (K - 1 = the number of step scales)")
     if exponents is not None:
@@ -158,14 +173,37 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     info = WalkInfo(scales=scales.name, increments=increments.name, prior_scale=scale, prior_dof=dof, base=base,
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
                     groups=groups, exponents=exponents, carry=carry, order=int(order),
-                    spacing=spacing)
+                    spacing=spacing, members=members)
     reg = model_registry(model)["walks"]
-    if reg:
-        raise ValueError("a model holds at most one registered walk")
+    if any(scales.name == w.scales for w in reg.values()) or increments.name in reg:
+        raise ValueError(f"'{increments.name}' or '{scales.name}' already belongs to a registered walk")
     reg[increments.name] = info
     for v in (scales, increments):
         setattr(v.tag, _TAG, True)
     return info
+
+
+def _checked_members(members, R: int, U: int, carry):
+    """``members`` as int64 ``(R,)`` (None kept), with one-line errors for a bad one."""
+    if members is None:
+        if U != R:
+            raise ValueError(f"grid has {R} rows for {U} units: give members, the unit of every row")
+        return None
+    members = np.asarray(members)
+    if (members.shape != (R,) or not np.issubdtype(members.dtype, np.integer)
+            or np.any((members < 0) | (members >= U)) or np.unique(members).size != U):
+        raise ValueError(f"members must give every row of grid its unit, 0..{U - 1}, each unit at least one row")
+    if carry is not None:
+        raise ValueError("a walk whose units own several rows (members) has no carried update: carry=None")
+    return members.astype(np.int64)
+
+
+def _n_units(increments) -> int:
+    """The number of units of a walk's increments ``(U, K-1)`` (static shape, or its test value)."""
+    U = increments.type.shape[0]
+    if U is None:
+        raise ValueError(f"the increments '{increments.name}' need a static shape (units, K-1)")
+    return int(U)
 
 
 def scale_prior(scales) -> tuple[int, float]:
@@ -196,17 +234,29 @@ def scale_prior(scales) -> tuple[int, float]:
     return dof, float(s[0]) / (1.0 if dof == 1 else np.sqrt(2.0))
 
 
-def _walk_info(model, vars):
+def _walks(model, vars):
+    """The registered walks whose step scales and increments are ``vars`` (value variables or
+    random variables; None: every registered walk), in registration order."""
     reg = model_registry(model)["walks"]
-    if len(reg) != 1:
-        raise ValueError("WalkGibbs needs a model with one walk registered by privinfer.pymc.register_walk")
-    info = next(iter(reg.values()))
-    want = {model.rvs_to_values[model[info.scales]], model.rvs_to_values[model[info.increments]]}
-    if vars is not None:
-        got = {model.rvs_to_values.get(v, v) for v in vars}
-        if got != want:
-            raise ValueError(f"WalkGibbs updates the walk's step scales and increments together "
-                             f"('{info.scales}', '{info.increments}')")
+    if not reg:
+        raise ValueError("WalkGibbs needs a model with a walk registered by privinfer.pymc.register_walk")
+    pairs = [(info, {model.rvs_to_values[model[info.scales]], model.rvs_to_values[model[info.increments]]})
+             for info in reg.values()]
+    if vars is None:
+        return [info for info, _ in pairs]
+    got = {model.rvs_to_values.get(v, v) for v in (vars if isinstance(vars, (list, tuple)) else [vars])}
+    chosen = [info for info, want in pairs if want <= got]
+    if not chosen or set().union(*(want for info, want in pairs if info in chosen)) != got:
+        names = "; ".join(f"'{info.scales}', '{info.increments}'" for info, _ in pairs)
+        raise ValueError(f"WalkGibbs updates each walk's step scales and increments together ({names})")
+    return chosen
+
+
+def _walk_info(model, vars):
+    infos = _walks(model, vars)
+    if len(infos) != 1:
+        raise ValueError("one WalkGibbs updates one walk (WalkGibbs(vars=...) of several returns one per walk)")
+    info = infos[0]
     if not isinstance(model.rvs_to_transforms.get(model[info.scales]), LogTransform):
         raise ValueError(f"WalkGibbs needs '{info.scales}' log-transformed (PyMC's default for positive priors)")
     return info
@@ -260,6 +310,20 @@ class WalkGibbs(ArrayStepShared):
     stats_dtypes_shapes = {"walk_accept": (np.float64, []), "walk_scale_evals": (np.float64, []),
                            "walk_carry_evals": (np.float64, [])}
 
+    def __new__(cls, *args, **kwargs):
+        """One step method per walk: the variables of several registered walks (``pm.sample()``
+        hands :class:`WalkGibbs` all of them) give a :class:`~pymc.step_methods.CompoundStep`
+        of one :class:`WalkGibbs` per walk, each with its own random generator."""
+        model = pm.modelcontext(kwargs.get("model"))
+        vars = kwargs["vars"] if "vars" in kwargs else (args[0] if args else None)
+        infos = _walks(model, vars)
+        if len(infos) == 1:
+            return super().__new__(cls, *args, **kwargs)
+        rest = {k: v for k, v in kwargs.items() if k not in ("vars", "rng")}
+        rngs = get_random_generator(kwargs.get("rng")).spawn(len(infos))
+        return CompoundStep([cls([model[info.scales], model[info.increments]], *args[1:], rng=r, **rest)
+                             for info, r in zip(infos, rngs)])
+
     def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", carry_directions=CARRY_DIRECTIONS,
                  model=None, initial_point=None, rng=None, blocked: bool = True, compile_kwargs=None):
         model = pm.modelcontext(model)
@@ -269,6 +333,8 @@ class WalkGibbs(ArrayStepShared):
         self.rounds = int(rounds)
         if scale_update not in ("transport", "noncentred"):
             raise ValueError("scale_update must be 'transport' or 'noncentred'")
+        if info.members is not None:
+            scale_update = "noncentred"       # the transport's one information matrix is per row
         if scale_update == "transport" and info.exponents is not None:
             raise ValueError("the walk's non-centring exponents apply to scale_update='noncentred' only")
         self.scale_update = scale_update
@@ -343,7 +409,8 @@ class WalkGibbs(ArrayStepShared):
             else:
                 u, v = sibling_pairs(self.rng, groups)
                 parts = [(u, 1.0), (v, -1.0)]
-            acc = move_update(self.rng, X, base, eta, delta, parts, sigma, kappa, info.code, info.order, info.spacing)
+            acc = move_update(self.rng, X, base, eta, delta, parts, sigma, kappa, info.code, info.order, info.spacing,
+                              info.members)
             accepted += int(acc.sum())
             moves += acc.size
         carry_evals = 0
@@ -379,7 +446,7 @@ class WalkGibbs(ArrayStepShared):
             sigma, delta, evals = scale_update_noncentred(self.rng, X, base, delta, groups, sigma, kappa, info.code,
                                                           info.prior_scale, exponents=info.exponents,
                                                           width=self.width, order=info.order, prior_dof=info.prior_dof,
-                                                          spacing=info.spacing)
+                                                          spacing=info.spacing, members=info.members)
         if self.tune:
             moved = np.clip(2.0 * np.abs(np.log(sigma) - before), 1e-3, SLICE_WIDTH * 4)
             self.width = self._running_mean(self.width, moved)

@@ -23,6 +23,12 @@ the age groups' midpoints, so a walk whose slope never changes is linear in age,
 groups' index; all 1 by default); scores and information are then :math:`M^\top g` and
 :math:`M^\top I M` and the empirical increments :math:`M^{-1}` of the first-order ones.
 
+Units of several rows (``members``).  A walk may be shared by several rows of cells: a
+county's departure enters each of its tracts' Dirichlet-multinomials, each with its own base
+profile.  ``members`` ``(R,)`` gives the unit of every row of ``X`` and ``base`` (``(R, d)``);
+:math:`\ell_u` is then the sum over the unit's rows, and so are its score and information
+(None: one row per unit).
+
 The moves.  A *move* adds :math:`s\Delta` (:math:`s = \pm 1`) to the increments of one unit
 (no centring) or of two siblings (``+Delta`` and ``-Delta``, which keeps every group mean and so
 every other unit's :math:`\eta`).  :math:`\Delta \in \mathbb R^{K-1}` is drawn from the Laplace
@@ -82,7 +88,7 @@ MAX_HALVING = 30
 SLICE_WIDTH = 0.5
 SLICE_MAX_OUT = 20
 
-__all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offsets", "unit_loglik",
+__all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offsets", "unit_loglik", "unit_rows",
            "unit_score_info", "sibling_pairs", "laplace_mh", "move_update", "group_means",
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
            "centred", "slice_coordinate"]
@@ -235,20 +241,24 @@ def _score(score, D, rows):
         return score(D, rows)
 
 
-def _newton(score, D, iters: int):
+def _newton(score, D, iters: int, target=None):
     """Scoring iterations from ``D`` toward the modes, each move until its Newton decrement is
     below NEWTON_TOL (at most ``iters``; the moves still iterating are scored alone,
     ``score(D[rows], rows)``).  A step that lands where the gradient or precision is not finite
     (an overshoot into logits where the category shares underflow) is halved until it does
-    not, at most MAX_HALVING times; the moves whose gradient or precision is not finite (or
-    not positive definite) at the end are flagged.  Every step is a function of ``D`` and
-    ``score`` only.  Returns the modes, the precisions there, their Cholesky factors and the
-    flags of usable moves."""
+    not, at most MAX_HALVING times; with ``target`` (the moves' log densities, ``(n,)``), so is
+    a step that lowers it (the Fisher-type information understates the curvature when the
+    Dirichlet's concentration is small, and undamped scoring then climbs away from the mode).
+    The moves whose gradient or precision is not finite (or not positive definite) at the end
+    are flagged.  Every step is a function of ``D``, ``score`` and differences of ``target``
+    only.  Returns the modes, the precisions there, their Cholesky factors and the flags of
+    usable moves."""
     n, k = D.shape
     eye = np.eye(k)
     D = np.array(D, dtype=float)
     g, Q = _score(score, D, np.arange(n))
     active = _finite(g, Q)
+    f = None if target is None else _score(lambda v, _: target(v), D, None)
     for _ in range(iters):
         idx = np.flatnonzero(active)
         if idx.size == 0:
@@ -258,6 +268,8 @@ def _newton(score, D, iters: int):
         # damped: at most MAX_STEP in the metric of Q (the first steps from a far start)
         size = np.sqrt(np.maximum(np.einsum("mk,mk->m", gi, step), 0.0))
         step *= np.minimum(1.0, MAX_STEP / np.maximum(size, 1e-300))[:, None]
+        if f is not None:
+            step, f[idx] = _ascending(target, D, idx, step, f[idx])
         gi, Qi = _score(score, Di + step, idx)
         for _ in range(MAX_HALVING):
             over = ~_finite(gi, Qi)
@@ -281,19 +293,36 @@ def _newton(score, D, iters: int):
     return np.where(ok[:, None], D, 0.0), Q, L, ok
 
 
+def _ascending(target, D, idx, step, f_old):
+    """The scoring steps of the moves ``idx`` halved (at most MAX_HALVING times) until the
+    target does not fall (a non-finite value counts as a fall); returns the steps and the
+    target's values there.  ``target`` is evaluated for all moves, the others at ``D``."""
+    trial = np.array(D, dtype=float)
+    for _ in range(MAX_HALVING + 1):
+        trial[idx] = D[idx] + step
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+            f_new = target(trial)[idx]
+        fall = ~(f_new >= f_old)
+        if not fall.any():
+            break
+        step[fall] *= 0.5
+    return step, np.where(np.isfinite(f_new), f_new, f_old)
+
+
 def laplace_mh(rng, target, score, start):
     r"""Independence Metropolis--Hastings for ``n`` independent ``k``-dimensional displacements
     ``D`` from the current state (``D = 0``).  The proposal: the conditional's mode ``m`` by
     damped scoring steps ``D += Q^{-1} g`` from ``start`` (``(g, Q) = score(D, rows)``, gradient
     and a positive definite precision of the moves ``rows`` at their displacements ``D``,
-    ``(len(rows), k)``, ``(len(rows), k, k)``), then the defensive mixture centred
+    ``(len(rows), k)``, ``(len(rows), k, k)``; a step that lowers ``target`` is halved), then the
+    defensive mixture centred
     at ``m`` with precision ``Q(m)``.  ``start`` must not depend on the current state (only on
     what the move conditions on), so the proposal does not either and the exact ratio of
     ``target`` (the log target of every move, ``(n,)``) makes the move reversible however far
     the scoring got.  Moves whose scoring failed (non-finite values) are rejected.  Returns the
     accepted displacements (0 where rejected) and the acceptance indicators."""
     n_moves, k = start.shape
-    D, Q, L, ok = _newton(score, np.array(start, dtype=float), MAX_NEWTON)
+    D, Q, L, ok = _newton(score, np.array(start, dtype=float), MAX_NEWTON, target)
     z = rng.standard_normal((n_moves, k))
     r = np.where(rng.random(n_moves) < TAIL, np.sqrt(NU / rng.chisquare(NU, n_moves)), 1.0)
     prop = D + np.linalg.solve(np.swapaxes(L, 1, 2), (z * r[:, None])[..., None])[..., 0]
@@ -305,14 +334,38 @@ def laplace_mh(rng, target, score, start):
     return np.where(accept[:, None], prop, 0.0), accept
 
 
+def _sum_rows(v, at, n: int):
+    """Per-row values ``v`` summed into their moves ``at`` (``n`` moves; ``at`` None: one row
+    per move, in order)."""
+    if at is None:
+        return v
+    out = np.zeros((n,) + v.shape[1:])
+    np.add.at(out, at, v)
+    return out
+
+
+def unit_rows(units, members, n_units: int):
+    """The rows owned by ``units`` (``members`` ``(R,)``: every row's unit; None: row ``u`` is
+    unit ``u``) and each row's position in ``units`` (None when every unit is its one row)."""
+    units = np.asarray(units, dtype=np.int64)
+    if members is None:
+        return units, None
+    pos = np.full(n_units, -1, dtype=np.int64)
+    pos[units] = np.arange(units.size)
+    at = pos[members]
+    rows = np.flatnonzero(at >= 0)
+    return rows, at[rows]
+
+
 def _start(data, kappa, prec, code, onehot, order, spacing=None):
-    r"""The scoring's start: the mode of the move's conditional with each unit's log likelihood
-    replaced by its quadratic approximation at the unit's empirical increments :math:`\hat e_p`
+    r"""The scoring's start: the mode of the move's conditional with each row's log likelihood
+    replaced by its quadratic approximation at the row's empirical increments :math:`\hat e_p`
     (information :math:`I_p` there),
 
     .. math:: \Big(\sum_p I_p + n P\Big) D = \sum_p s_p I_p(\hat e_p - \eta_p) - P \sum_p s_p \delta_p,
 
-    ``P = diag(1/sigma^2)``, ``n`` parts.  It is a function of what the move conditions on (the
+    ``P = diag(1/sigma^2)``, ``n`` parts (the first sum over the rows of every part's units).
+    It is a function of what the move conditions on (the
     cells, the base profiles, the group means and a pair's sum of raw increments), not of the
     current state: in the moved unit's absolute increments :math:`a = \delta_u + D` the right
     side is :math:`I_u(\hat e_u + \bar\delta) + I_v(S - \bar\delta - \hat e_v) + P S - (\ldots) a`
@@ -321,49 +374,62 @@ def _start(data, kappa, prec, code, onehot, order, spacing=None):
     increments (which alone lie far from the mode, in the precision's metric, when the
     prior precision is large)."""
     rhs, lhs = 0.0, 0.0
-    for Xs, bs, es, ds, sg in data:
+    for Xs, bs, es, ds, sg, at in data:
+        n = ds.shape[0]
         e_hat = empirical_increments(Xs, bs, code, order, spacing)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
             info = unit_score_info(Xs, bs + walk_offsets(e_hat, code, order, spacing), kappa, onehot, order, spacing)[1]
         info = np.where(np.isfinite(info), info, 0.0)
-        rhs = rhs + sg * (np.einsum("mkl,ml->mk", info, e_hat - es) - ds * prec)
-        lhs = lhs + info + np.diag(prec)[None]
+        rhs = rhs + sg * (_sum_rows(np.einsum("mkl,ml->mk", info, e_hat - es), at, n) - ds * prec)
+        lhs = lhs + _sum_rows(info, at, n) + np.diag(prec)[None]
     return np.linalg.solve(lhs, rhs[..., None])[..., 0]
 
 
-def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1, spacing=None):
+def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1, spacing=None, members=None):
     r"""One independence Metropolis--Hastings update of every move (module docstring).
 
     ``parts``: ``[(units, sign), ...]``, equally long unit index arrays and signs: move ``j``
     adds ``sign * Delta_j`` to unit ``units[j]`` of every part (one part: single units; two
-    parts with signs +1, -1: sibling pairs; no unit twice).  ``X``, ``base`` ``(U, d)``;
-    ``eta``, ``delta`` ``(U, K-1)``: centred and raw increments (updated in place); ``code``
-    ``(d,)`` the cells' categories.  Returns the acceptance indicators of the moves."""
+    parts with signs +1, -1: sibling pairs; no unit twice).  ``X``, ``base`` ``(R, d)``: the
+    rows of cells, ``members`` ``(R,)`` the unit of each (None: ``R = U``, row ``u`` is unit
+    ``u``); ``eta``, ``delta`` ``(U, K-1)``: centred and raw increments (updated in place);
+    ``code`` ``(d,)`` the cells' categories.  Returns the acceptance indicators of the moves."""
     n_moves = parts[0][0].size
     if n_moves == 0:
         return np.zeros(0, dtype=bool)
     K1 = eta.shape[1]
     onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
     prec = 1.0 / sigma**2
-    data = [(X[u], base[u], eta[u], delta[u], float(sg)) for u, sg in parts]
+    data = []
+    for u, sg in parts:
+        rows, at = unit_rows(u, members, eta.shape[0])
+        data.append((X[rows], base[rows], eta[u] if at is None else eta[u][at], delta[u], float(sg), at))
 
     def target(D):
         out = np.zeros(n_moves)
-        for Xs, bs, es, ds, sg in data:
+        for Xs, bs, es, ds, sg, at in data:
             sh = sg * D
-            out += (unit_loglik(Xs, bs + walk_offsets(es + sh, code, order, spacing), kappa)
-                    - 0.5 * ((ds + sh) ** 2 * prec).sum(axis=1))
+            ll = unit_loglik(Xs, bs + walk_offsets(es + (sh if at is None else sh[at]), code, order, spacing), kappa)
+            out += (ll if at is None else np.bincount(at, ll, minlength=n_moves)) - 0.5 * ((ds + sh) ** 2 * prec).sum(1)
         return out
 
-    def score(D, rows):
-        g = np.zeros((rows.size, K1))
-        Q = np.zeros((rows.size, K1, K1))
-        for Xs, bs, es, ds, sg in data:
+    def score(D, moves):
+        g = np.zeros((moves.size, K1))
+        Q = np.zeros((moves.size, K1, K1))
+        pos = np.full(n_moves, -1, dtype=np.int64)
+        pos[moves] = np.arange(moves.size)
+        for Xs, bs, es, ds, sg, at in data:
             sh = sg * D
-            gu, iu = unit_score_info(Xs[rows], bs[rows] + walk_offsets(es[rows] + sh, code, order, spacing),
+            if at is None:
+                sel, here = moves, None
+            else:
+                sel = np.flatnonzero(pos[at] >= 0)
+                here = pos[at[sel]]
+            gu, iu = unit_score_info(Xs[sel], bs[sel] + walk_offsets(es[sel] + (sh if here is None else sh[here]),
+                                                                     code, order, spacing),
                                      kappa, onehot, order, spacing)
-            g += sg * (gu - (ds[rows] + sh) * prec)
-            Q += iu
+            g += sg * (_sum_rows(gu, here, moves.size) - (ds[moves] + sh) * prec)
+            Q += _sum_rows(iu, here, moves.size)
         Q += len(data) * np.diag(prec)[None]
         return g, Q
 
@@ -375,7 +441,7 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
 
 
 def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None,
-                            width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None):
+                            width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None):
     r"""The step scales' update in (partially) non-centred coordinates: with exponents
     :math:`w_{u,k} \in [0, 1]` (default 1), the coordinates :math:`\tilde\epsilon_{u,k} =
     \delta_{u,k} / \sigma_k^{w_{u,k}}` held fixed and each :math:`\lambda_k = \log\sigma_k` in
@@ -395,8 +461,9 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
     make :math:`\tilde\epsilon` and :math:`\sigma` nearly independent, tract by tract -- some
     tracts pin their increments down, others do not.  Interleaved with the centred draw
     :func:`scale_draw` it makes the interweaving strategy of Yu and Meng (2011).  ``exponents``
-    must not depend on the current scales or increments.  Returns the new scales and raw
-    increments and the number of evaluations of ``F``."""
+    must not depend on the current scales or increments.  ``members``: the unit of every row of
+    ``X`` and ``base`` (:func:`move_update`; None: one row per unit).  Returns the new scales and
+    raw increments and the number of evaluations of ``F``."""
     W = np.ones_like(delta) if exponents is None else np.broadcast_to(np.asarray(exponents, dtype=float), delta.shape)
     eps = delta / sigma[None, :] ** W
     s2 = float(prior_scale) ** 2
@@ -406,7 +473,8 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
         sg = np.exp(lam)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             d = eps * sg[None, :] ** W
-            th = base + walk_offsets(centred(d, groups), code, order, spacing)
+            off = walk_offsets(centred(d, groups), code, order, spacing)
+            th = base + (off if members is None else off[members])
             f = (unit_loglik(X, th, kappa).sum() + _log_scale_prior(lam, s2, prior_dof)
                  + (wsum * lam).sum() - (d**2 / (2 * sg[None, :] ** 2)).sum())
         return f if np.isfinite(f) else -np.inf
