@@ -117,8 +117,9 @@ def main(argv=None):
                     help="hierarchy_model(walk_steps=...): WalkGibbs or NUTS for the tract walk")
     ap.add_argument("--cell-effects", action="store_true",
                     help="hierarchy_model(cell_effects=True): log-normal effects of the cells")
-    ap.add_argument("--smooth-levels", choices=("lowest", "all"), default="lowest",
-                    help="hierarchy_model(smooth_levels=...): 'all' gives the counties a walk of their own")
+    ap.add_argument("--smooth-levels", choices=("auto", "lowest", "all"), default="auto",
+                    help="hierarchy_model(smooth_levels=...): 'all' gives the counties a walk of their own, 'lowest' "
+                         "only the tracts, 'auto' (the model's default) 'all' from 10 counties on")
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
     args = ap.parse_args(argv)
 

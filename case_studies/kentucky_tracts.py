@@ -108,7 +108,8 @@ print(f"sigmas {sorted(set(float(s) for s in mech.sigmas))}, total rho {mech.gua
 #
 # GLS and its TopDown-style post-processing take milliseconds.  The posterior takes the
 # sampler's time: `pm.sample()` assigns `WalkGibbs` to the tracts' age walks and their step
-# scales, NUTS to the profiles, scales and overdispersion, and the pair-move lattice step
+# scales (and, from `SMOOTH_LEVEL_UNITS` counties on, to the counties' own age walks: one step
+# per walk), NUTS to the profiles, scales and overdispersion, and the pair-move lattice step
 # (`MeasuredPairsGibbs`) to the integer cells, which keeps the published total in every draw.
 # NUTS runs with `target_accept=0.95` (smaller leapfrog steps): when it also sampled the walks,
 # at the default 0.8 one chain of this release had 172 divergent transitions in 800 draws and

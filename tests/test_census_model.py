@@ -79,9 +79,10 @@ def test_refuses_what_it_cannot_model():
 
 def test_plain_sample_assigns_walk_gibbs_to_the_walk():
     f, rel = small_release()
-    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
+    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs", smooth_levels="all")
     _, selected = assign_step_methods(model, None, methods=pm.STEP_METHODS)
-    walk = {model.rvs_to_values[model[n]] for n in ("step_scale_age", "step_tract_age")}
+    walk = {model.rvs_to_values[model[n]] for n in ("step_scale_age", "step_tract_age", "step_scale_county_age",
+                                                    "step_county_age")}
     assert set(selected[WalkGibbs]) == walk
     assert not walk & set(selected[pm.NUTS])
     for steps in ("nuts", "auto"):     # a few tracts: NUTS (census.GIBBS_UNITS)
@@ -99,7 +100,7 @@ def test_walk_gibbs_tunes_its_slice_widths_during_warm_up_only():
     f, rel = small_release()
     model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
     with model:
-        walk = WalkGibbs()
+        walk = WalkGibbs(vars=[model["step_scale_age"], model["step_tract_age"]])   # the tracts' walk
         pm.sample(draws=6, tune=8, chains=1, cores=1, step=[walk], random_seed=4, progressbar=False,
                   compute_convergence_checks=False)
     assert walk.n_tunes == 8 and not walk.tune
@@ -157,7 +158,7 @@ def test_smooth_departures_enter_the_prior_as_written(walk_steps, walk_order, po
 
     f, rel = small_release()
     model = hierarchy_model(rel, smooth="age", walk_steps=walk_steps, walk_order=walk_order,  # 3 age groups
-                            smooth_positions=positions)
+                            smooth_positions=positions, smooth_levels="lowest")
     hier = rel.mechanism.hierarchy
     if spacing == "ages":
         spacing = np.abs(np.diff([MIDPOINTS[c] for c in hier.categories[list(hier.attributes).index("age")]]))
@@ -423,7 +424,7 @@ def test_middle_levels_walk_enters_the_county_profiles_as_written(walk_steps):
     hier = rel.mechanism.hierarchy
     model = hierarchy_model(rel, smooth="age", smooth_levels="all", smooth_positions=(0.0, 1.0, 5.0),
                             walk_steps=walk_steps)
-    assert "step_scale_county_age" not in hierarchy_model(rel, smooth="age").named_vars
+    assert "step_scale_county_age" not in hierarchy_model(rel, smooth="age", smooth_levels="lowest").named_vars
     point = _random_point(model, 6)
     names = ["log_profile_county", "log_profile_state", "scale_county", "departure_county", "step_scale_county_age",
              "step_county_age"]
@@ -443,6 +444,17 @@ def test_middle_levels_walk_enters_the_county_profiles_as_written(walk_steps):
                                atol=1e-12)
     with pytest.raises(ValueError, match="smooth_levels"):
         hierarchy_model(rel, smooth_levels="county")
+
+
+def test_smooth_levels_auto_gives_counties_a_walk_from_enough_counties_on():
+    from privinfer.census import SMOOTH_LEVEL_UNITS
+
+    for counties in (SMOOTH_LEVEL_UNITS - 1, SMOOTH_LEVEL_UNITS):
+        f = random_frame(5, counties=counties, max_tracts=1)
+        mech = hierarchy_measurements(f, geography=["county", "tract"], attributes=["sex", "age"],
+                                      queries=QUERIES, rho=0.05)
+        model = hierarchy_model(mech.publish(f["count"], rng=5), smooth="age")
+        assert ("step_county_age" in model.named_vars) == (counties >= SMOOTH_LEVEL_UNITS)
 
 
 def test_middle_levels_walk_is_registered_with_what_it_departs_from():

@@ -628,6 +628,32 @@ def test_pair_moves_of_units_owning_several_rows_leave_the_exact_conditional_inv
     assert _ks(eta_w[u, 0], grid, cdf) < ALPHA
 
 
+def test_mode_moves_go_to_the_mode_of_the_exact_conditional():
+    # WalkGibbs's first warm-up iteration: every move to the maximum of its conditional (here the
+    # skewed pair conditional of test_pair_moves_leave_the_exact_conditional_invariant, found on
+    # the grid), from far-off starts, whatever the current state
+    X1, X2 = np.array([0.0, 5.0, 0.0, 4.0]), np.array([3.0, 0.0, 4.0, 0.0])
+    base, kappa = _case()[1], 50.0
+    sigma, m = np.array([2.0]), 0.3
+    grid = np.linspace(-12, 12, 240001)
+    logd = (_unit_logl(X1, base, kappa, grid) + _unit_logl(X2, base, kappa, -grid)
+            - ((m + grid) ** 2 + (m - grid) ** 2) / (2 * sigma[0] ** 2))
+    e0 = np.array([-3.0, 0.0, 0.5, 4.0])
+    n = e0.size
+    eta = np.concatenate([e0, -e0])[:, None]
+    delta = eta + m
+    u, v = np.arange(n), np.arange(n, 2 * n)
+    X = np.concatenate([np.tile(X1, (n, 1)), np.tile(X2, (n, 1))])
+    ok = wk.move_update(np.random.default_rng(0), X, np.tile(base, (2 * n, 1)), eta, delta, [(u, 1.0), (v, -1.0)],
+                        sigma, kappa, CODE, mode=True)
+    assert ok.all()
+    # the scoring stops at a Newton decrement below NEWTON_TOL: within about sqrt(NEWTON_TOL)
+    # conditional sds of the mode
+    sd = 1.0 / np.sqrt(-np.gradient(np.gradient(logd, grid), grid)[np.argmax(logd)])
+    np.testing.assert_allclose(eta[u, 0], grid[np.argmax(logd)], atol=np.sqrt(wk.NEWTON_TOL) * sd + 1e-4)
+    np.testing.assert_allclose(eta[u] + eta[v], 0.0)
+
+
 def test_unit_rows_finds_every_row_of_the_moved_units():
     members = np.array([2, 0, 2, 1, 0])
     rows, at = wk.unit_rows(np.array([2, 1]), members, 3)

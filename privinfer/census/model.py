@@ -5,7 +5,7 @@ r"""A hierarchical prior for the cells of a Census-style hierarchy, fitted to it
 
 .. math::
    \theta_0 &\sim \mathrm{ZeroSumNormal}(s_0), \qquad
-   \theta_v = \theta_{\mathrm{pa}(v)} + \tau_l \odot (z_v - \bar z_{\mathrm{pa}(v)}),\
+   \theta_v = \theta_{\mathrm{pa}(v)} + \tau_l \odot (z_v - \bar z_{\mathrm{pa}(v)}) + r_{v,\mathrm{age}},\
    z_v \sim \mathrm{ZeroSumNormal}(1),
    \ \tau_l \sim \mathrm{HalfNormal}(s_\tau) \quad (\text{units } v \text{ of levels } 0 < l < L-1), \\
    \theta_u &= \theta_{\mathrm{pa}(u)} + r_{u,\mathrm{age}}, \quad
@@ -15,7 +15,10 @@ r"""A hierarchical prior for the cells of a Census-style hierarchy, fitted to it
    x_u \mid N_u &\sim \mathrm{DirMult}\big(N_u,\ \kappa\,\mathrm{softmax}(\theta_u)\big),
    \qquad \kappa = 1/\phi^2,\ \phi \sim \mathrm{HalfNormal}(0.3),
 
-with :math:`\bar z_p`, :math:`\bar\delta_{p,a}` the means over the children of ``p``: the
+with :math:`r_v` a smooth departure of its own (the lowest units' kind below, with its own step
+scales; ``z_v`` then zero-sum over the sexes at every age: below, "Smooth departures of the
+middle levels"; ``smooth_levels="lowest"``: :math:`r_v = 0`, ``z_v`` over all combinations),
+:math:`\bar z_p`, :math:`\bar\delta_{p,a}` the means over the children of ``p``: the
 departures of one parent's children sum to zero, so a parent's log profile is the mean of its
 children's and no direction of the likelihood trades a parent off against all its children (the
 usual sum-to-zero identification of nested effects; it removes a ridge that slowed NUTS on
@@ -66,30 +69,26 @@ without), all cells 0.898 (0.909), the tracts' shares aged 65+ 0.861 (0.873), RM
 but NUTS's trees over the profiles and county departures reach depth 8 (5 without), the walk's
 step scales mix worse (max R-hat 1.56) and the run takes 1,496 s against 769 s.
 
-Known limitation: sums over ages within a middle-level unit.  The county departures are
-independent across attribute combinations, while real counties are old or young as a whole, so
-the prior pulls all of an old county's 65+ cells a little toward the state's profile, in the
-same direction: harmless for one cell, but it adds up over a sum of them.  On all 1,083
-Kentucky tracts, 2 x (200 + 400): the counties' cells are fine (RMSE 12.1 against GLS's 12.6,
-coverage 0.895), but the counties' people aged 65+ have RMSE 51.0 against GLS's 40.3 and
-coverage 0.66 (under 18: 35.9 against 28.5, 0.85); on 40 counties 6 times longer chains change
-nothing (RMSE 39.3 and 40.0 against 32.5, coverage 0.80 and 0.78), so it is the model, not the
-sampler.  Use the GLS intervals
-(:meth:`~privinfer.inference.HierarchicalGLSEstimate.interval`) for such sums until the
-counties get a smooth departure of their own.
-
-Smooth departures of the middle levels (``smooth_levels="all"``).  Each unit of a middle level
-(a county) also departs from its parent along the ordered attribute by a second-order walk of
-its own, with its own learned step scales, so that a county can be old or young as a whole; its
-other departures are then only the contrasts that walk leaves (zero-sum over the other
-attributes at every age: a county's sex ratios, one scale per age group), so the two do not
-trade off.  :class:`~privinfer.pymc.WalkGibbs` samples each county's walk given its tracts'
-cells (a unit of several rows: the county's walk enters each of its tracts'
-Dirichlet-multinomials), NUTS the rest as before.  12 Kentucky counties (94 tracts), 2 x (300
-+ 600), same seeds, against ``"lowest"``: tract share 65+ RMSE 0.0089 against 0.0098, the
-counties' people 65+ RMSE 31.1 against 32.3 (GLS 36.4, coverage 0.917 for all three), cells
-0.650 / 0.358 of GLS against 0.654 / 0.364; NUTS's tree depth 5.0 for both; 234 s against 126
-s.
+Smooth departures of the middle levels (``smooth_levels="all"``; the default from
+:data:`SMOOTH_LEVEL_UNITS` counties on).  Each unit of a
+middle level (a county) also departs from its parent along the ordered attribute by a
+second-order walk of its own, with its own learned step scales, so that a county can be old or
+young as a whole; its other departures are then only the contrasts that walk leaves (zero-sum
+over the other attributes at every age: a county's sex ratios, one scale per age group), so the
+two do not trade off.  :class:`~privinfer.pymc.WalkGibbs` samples each county's walk given its
+tracts' cells (a unit of several rows: the county's walk enters each of its tracts'
+Dirichlet-multinomials), NUTS the rest as before.  Why: with departures independent across the
+attribute combinations (``smooth_levels="lowest"``), the prior pulls all of an old county's 65+
+cells a little toward the state's profile, in the same direction -- harmless for one cell, but
+it adds up over a sum of them.  All 1,083 Kentucky tracts, 2 x (200 + 400), same seeds,
+``"all"`` against ``"lowest"``: the counties' people aged 65+ RMSE 39.5 against 51.0 (GLS
+40.3), 90% coverage 0.85 against 0.66; under 18: 28.3 against 35.9 (GLS 28.5), 0.925 against
+0.85; the counties' cells RMSE 11.4 against 12.1 (GLS 12.6); the tracts' shares aged 65+
+covered 0.898 against 0.874, RMSE 0.0098 against 0.0107; cells 0.652 / 0.388 of GLS against
+0.656 / 0.398 (all / under 30), their coverage unchanged; but 1,129 s against 769 s, and the
+county walks' step scales mix slowly (max R-hat 1.37; the cells' 1.19 against 1.2).  Sums over
+the ages of a county are no better than GLS's, and its people 65+ still undercovered (0.85):
+take them from :meth:`~privinfer.inference.HierarchicalGLSEstimate.interval` when that matters.
 
 The step scales' prior is the Rayleigh, density :math:`(\sigma/s_\sigma^2)\,e^{-\sigma^2/(2
 s_\sigma^2)}` (``pm.Weibull(alpha=2, beta=s_sigma * sqrt(2))``; :math:`\sigma_a^2` exponential
@@ -144,7 +143,7 @@ from ..pymc import (DirichletMultinomialCells, Rescaled, increments_from_steps, 
                     register_cell_effects, register_walk)
 from .ages import category_midpoints
 
-__all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS", "CELL_EFFECTS_OVERDISPERSION"]
+__all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS", "SMOOTH_LEVEL_UNITS", "CELL_EFFECTS_OVERDISPERSION"]
 
 #: ``hierarchy_model(walk_steps="auto")`` samples the walk with WalkGibbs from this many
 #: lowest-level units on (NUTS below; see ``walk_steps``).  Measured on Kentucky tracts with the
@@ -155,6 +154,14 @@ __all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS", "CELL_EFFECTS_OVERDI
 #: NUTS's trajectories grow so long that 2 x 600 iterations did not finish in an hour.  Below 10
 #: units the choice is not measured and NUTS is kept.
 GIBBS_UNITS = 10
+
+#: ``hierarchy_model(smooth_levels="auto")`` gives the middle levels' units smooth departures
+#: of their own when every middle level has at least this many units (their step scales are
+#: learned from those units' walks alone).  On Kentucky's first 4 counties (17 tracts, the case
+#: study's small setting, 2 x (700 + 800)) the county walks left the cells' max R-hat at 1.079
+#: and the county profiles' bulk ESS at 28; on 12 counties and on all 120 they mixed (module
+#: docstring).
+SMOOTH_LEVEL_UNITS = 10
 
 #: The overdispersion :math:`\phi` fixed by ``overdispersion="auto"`` when the cell effects are
 #: on (module docstring: learned beside them, the two make a ridge).
@@ -390,7 +397,8 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
                        level=None):
     r"""Each lowest-level unit's departure (``level``: each unit's of that middle level, variables
     ``step_scale_<level>_<attr>``, ``step_<level>_<attr>`` and ``noncentering_<level>_<attr>``)
-    along the ordered categories of attribute ``axis`` (e.g. the age groups): a random walk from 0 with one learned scale per step,
+    along the ordered categories of attribute ``axis`` (e.g. the age groups): a random walk from 0
+    with one learned scale per step,
     :math:`r_{u,0} = 0,\ r_{u,a} = r_{u,a-1} + \delta_{u,a}`,
     :math:`\delta_{u,a} \sim N(0, \sigma_a^2)`, :math:`\sigma_a \sim \mathrm{Rayleigh}(s_\sigma)`
     (density :math:`(\sigma/s_\sigma^2) e^{-\sigma^2/(2 s_\sigma^2)}`; module docstring)
@@ -526,7 +534,7 @@ def _coords(mech):
 def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0, smooth="auto",
                     step_prior: float = 0.3, overdispersion="auto", walk_steps: str = "auto",
                     walk_order: int = 2, cell_effects: bool = False, cell_effect_prior: float = 0.3,
-                    smooth_positions="auto", smooth_levels: str = "lowest") -> pm.Model:
+                    smooth_positions="auto", smooth_levels: str = "auto") -> pm.Model:
     """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
 
     Parameters
@@ -548,9 +556,9 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         the smooth attribute's categories' positions (monotone; the walk's slope is per unit of
         them); ``"auto"``: age groups' midpoints (:func:`~privinfer.census.ages.category_midpoints`).
     smooth_levels
-        ``"lowest"`` (default): only the lowest level's units depart smoothly; ``"all"``: every
-        middle level's units too (a county old or young as a whole), their other departures
-        then only the contrasts that walk leaves (module docstring).
+        ``"all"``: every middle level's units depart smoothly too (a county old or young as a
+        whole; module docstring); ``"lowest"``: only the lowest level's units; ``"auto"``
+        (default): ``"all"`` from :data:`SMOOTH_LEVEL_UNITS` units in every middle level on.
     step_prior
         scale :math:`s_\\sigma` of the walk's step scales' Rayleigh prior (module docstring).
     walk_order
@@ -628,12 +636,13 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
 def _middle(hier, axis, levels, est, centred: bool, order: int, step_prior: float, positions):
     """``(axis, walk)`` for :func:`_profiles` with ``levels="all"`` (``walk(level)``: that middle
     level's smooth departures, :func:`_smooth_departures`); None for ``"lowest"`` or without a
-    smooth attribute."""
-    if isinstance(levels, str) and levels == "lowest":
-        return None
-    if not (isinstance(levels, str) and levels == "all"):
-        raise ValueError("smooth_levels must be 'lowest' or 'all'")
-    if axis is None:
+    smooth attribute; ``"auto"``: ``"all"`` from :data:`SMOOTH_LEVEL_UNITS` units in every middle
+    level on."""
+    if not (isinstance(levels, str) and levels in ("auto", "all", "lowest")):
+        raise ValueError("smooth_levels must be 'auto', 'all' or 'lowest'")
+    if levels == "auto":
+        levels = "all" if all(hier.n_units(l) >= SMOOTH_LEVEL_UNITS for l in range(1, hier.depth - 1)) else "lowest"
+    if axis is None or levels == "lowest":
         return None
     return axis, lambda l: _smooth_departures(hier, axis, step_prior, est, centred, order, positions, level=l)
 

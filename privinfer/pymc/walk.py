@@ -296,6 +296,14 @@ class WalkGibbs(ArrayStepShared):
     model, initial_point, rng, blocked, compile_kwargs
         as for PyMC step methods.
 
+    Starting point.  The first warm-up iteration moves every unit's increments to the mode of
+    their conditional (the scoring's end, no Metropolis--Hastings test): ``pm.sample()`` starts
+    from jittered increments (uniform in [-1, 1]), for a second-order walk profiles off by tens
+    on the log scale, and where the concentration's starting value is small the exact moves
+    from there are mostly rejected while the cells drift toward that profile (on all Kentucky
+    tracts a county of one tract stayed in such a state for a whole chain).  Warm-up draws are
+    discarded; every later iteration is exact.
+
     Tuning.  During warm-up only (``pm.sample``'s ``tune`` iterations), each log scale's slice
     width, and each direction's slice width in the carried update, is set to twice the running
     mean of its moves' sizes (from :data:`~privinfer.pymc.walk_kernel.SLICE_WIDTH` and
@@ -410,7 +418,7 @@ class WalkGibbs(ArrayStepShared):
                 u, v = sibling_pairs(self.rng, groups)
                 parts = [(u, 1.0), (v, -1.0)]
             acc = move_update(self.rng, X, base, eta, delta, parts, sigma, kappa, info.code, info.order, info.spacing,
-                              info.members)
+                              info.members, mode=self.tune and self.n_tunes == 0)
             accepted += int(acc.sum())
             moves += acc.size
         carry_evals = 0

@@ -385,7 +385,8 @@ def _start(data, kappa, prec, code, onehot, order, spacing=None):
     return np.linalg.solve(lhs, rhs[..., None])[..., 0]
 
 
-def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1, spacing=None, members=None):
+def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1, spacing=None, members=None,
+                mode: bool = False):
     r"""One independence Metropolis--Hastings update of every move (module docstring).
 
     ``parts``: ``[(units, sign), ...]``, equally long unit index arrays and signs: move ``j``
@@ -393,7 +394,10 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
     parts with signs +1, -1: sibling pairs; no unit twice).  ``X``, ``base`` ``(R, d)``: the
     rows of cells, ``members`` ``(R,)`` the unit of each (None: ``R = U``, row ``u`` is unit
     ``u``); ``eta``, ``delta`` ``(U, K-1)``: centred and raw increments (updated in place);
-    ``code`` ``(d,)`` the cells' categories.  Returns the acceptance indicators of the moves."""
+    ``code`` ``(d,)`` the cells' categories.  Returns the acceptance indicators of the moves.
+    ``mode``: every move goes to the mode of its conditional found by the scoring (where it
+    converged) instead -- not a draw, a starting point (:class:`~privinfer.pymc.WalkGibbs`'s
+    first warm-up iteration)."""
     n_moves = parts[0][0].size
     if n_moves == 0:
         return np.zeros(0, dtype=bool)
@@ -433,7 +437,11 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
         Q += len(data) * np.diag(prec)[None]
         return g, Q
 
-    step, accept = laplace_mh(rng, target, score, _start(data, kappa, prec, code, onehot, order, spacing))
+    start = _start(data, kappa, prec, code, onehot, order, spacing)
+    if mode:
+        step, _, _, accept = _newton(score, start, MAX_NEWTON, target)
+    else:
+        step, accept = laplace_mh(rng, target, score, start)
     for u, sg in parts:
         eta[u] += sg * step
         delta[u] += sg * step
