@@ -1,8 +1,9 @@
 """Simulation-based calibration (Talts et al. 2018) of privinfer.census.hierarchy_model on a
 small hierarchy (2 counties x 2 tracts x sex x 4 age groups: every level, the smooth age
-departures and the learned overdispersion are in play), fitted by plain pm.sample() with the
-tract walk sampled by WalkGibbs (``walk_steps="gibbs"``; NUTS for the other parameters,
-MeasuredPairsGibbs for the cells).  The default at this size, NUTS for the walk too, passed the
+departures of the tracts and of the counties (``smooth_levels="all"``) and the learned
+overdispersion are in play), fitted by plain pm.sample() with both walks sampled by WalkGibbs
+(``walk_steps="gibbs"``: one step per walk, the counties' walk over their tracts' rows; NUTS
+for the other parameters, MeasuredPairsGibbs for the cells).  The default at this size, NUTS for the walk too, passed the
 same calibration before WalkGibbs existed; WalkGibbs is the newer sampler, so it is the one
 checked here.
 
@@ -73,7 +74,7 @@ def test_hierarchy_model_is_calibrated():
     rng = np.random.default_rng(20261125)
     mech = hierarchy_measurements(_frame(np.full(32, TOTAL // 32)), geography=["county", "tract"],
                                   attributes=["sex", "age"], queries=QUERIES, rho=0.5)
-    template = hierarchy_model(mech.publish(np.full(32, TOTAL // 32), rng=0), walk_steps="gibbs")
+    template = hierarchy_model(mech.publish(np.full(32, TOTAL // 32), rng=0), walk_steps="gibbs", smooth_levels="all")
     hyper = [v for v in template.free_RVs if v.name != "x"]
     old = [i for i, (s, a) in enumerate(zip(_frame(0)["sex"], _frame(0)["age"])) if a == "65+"]
     tract0 = np.flatnonzero(_frame(0)["tract"] == "c0t0")
@@ -88,7 +89,7 @@ def test_hierarchy_model_is_calibrated():
     for rep in range(reps):
         truth_p, x = _prior_draw(template, hyper, rng)
         rel = mech.publish(x, rng=rng)
-        with hierarchy_model(rel, walk_steps="gibbs"):
+        with hierarchy_model(rel, walk_steps="gibbs", smooth_levels="all"):
             idata = pm.sample(250, tune=250, chains=1, cores=1, random_seed=rep, progressbar=False,
                               compute_convergence_checks=False)
         post = idata.posterior
