@@ -3,9 +3,9 @@ small hierarchy (2 counties x 2 tracts x sex x 4 age groups: every level, the sm
 departures of the tracts and of the counties (``smooth_levels="all"``) and the learned
 overdispersion are in play), fitted by plain pm.sample() with both walks sampled by WalkGibbs
 (``walk_steps="gibbs"``: one step per walk, the counties' walk over their tracts' rows; NUTS
-for the other parameters, MeasuredPairsGibbs for the cells).  The default at this size, NUTS for the walk too, passed the
-same calibration before WalkGibbs existed; WalkGibbs is the newer sampler, so it is the one
-checked here.
+for the other parameters, MeasuredPairsGibbs for the cells).  The default at this size, NUTS
+for the tracts' walk and no county walk, passed the same calibration before WalkGibbs existed;
+WalkGibbs is the newer sampler, so it is the one checked here.
 
 The generative story is the model's own prior given the published total t: the
 hyperparameters from their priors; the tract totals uniform over the compositions of t into
