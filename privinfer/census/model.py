@@ -190,7 +190,7 @@ def start_point(release, estimate=None) -> np.ndarray:
 
 
 def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_scale: dict, middle=None):
-    """The log profiles :math:`\theta` of the units of every level above the lowest (in the
+    r"""The log profiles :math:`\theta` of the units of every level above the lowest (in the
     model's context); returns the lowest level's parents' profiles ``(U_{L-2}, d)`` (the
     state's, as one row, when the lowest level is the top) and the parts they are the sums of:
     ``[(level, departures, walk)]``, the top's ``(0, profile (1, d), None)`` first.  The top
@@ -245,14 +245,18 @@ def _departures(hier, l: int, scale_prior: float, h: float, axis=None):
 def _leaf_sum(hier, parts, skip: int):
     """The lowest units' log profiles ``(U_leaf, d)`` from ``parts`` (:func:`_profiles`) without
     the walk of level ``skip``: what that walk departs from, above the lowest level."""
-    first = hier.leaf_order()[:, 0]
     out = 0.0
     for l, dep, walk in parts:
-        anc = np.asarray(hier.unit_of_cell[l], dtype=np.int64)[first]
+        anc = _ancestors(hier, l)
         for t in (dep, None if walk is None or l == skip else walk[0]):
             if t is not None:
                 out = out + t[anc]
     return out
+
+
+def _ancestors(hier, level: int) -> np.ndarray:
+    """Each lowest-level unit's ancestor at ``level`` ``(U_leaf,)`` (the unit of its first cell)."""
+    return np.asarray(hier.unit_of_cell[level], dtype=np.int64)[hier.leaf_order()[:, 0]]
 
 
 def _coordinate_scales(hier, est):
@@ -658,13 +662,12 @@ def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, o
         register_walk(scales=step, increments=raw, prior_scale=step_prior, base=base + effects, kappa=kappa,
                       weights=w, latent=x, grid=hier.leaf_order(), code=code, groups=_groups(hier),
                       carry=_carry_fractions(est), order=order, spacing=spacing)
-    first = hier.leaf_order()[:, 0]
+    tracts = walk[0] if walk is not None else 0.0
     for l, _, mid in parts:
         if mid is None:
             continue
-        tracts = walk[0] if walk is not None else 0.0
         _, step, raw, w, code, spacing = mid
         register_walk(scales=step, increments=raw, prior_scale=step_prior,
                       base=_leaf_sum(hier, parts, l) + tracts + effects, kappa=kappa, weights=w, latent=x,
                       grid=hier.leaf_order(), code=code, groups=np.asarray(hier.parent[l], dtype=np.int64),
-                      members=np.asarray(hier.unit_of_cell[l], dtype=np.int64)[first], order=order, spacing=spacing)
+                      members=_ancestors(hier, l), order=order, spacing=spacing)

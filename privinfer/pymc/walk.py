@@ -60,8 +60,8 @@ from pymc.logprob.transforms import LogTransform
 from pymc.pytensorf import constant_fold
 from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, CompoundStep, StepMethodState
-from pymc.util import get_random_generator
 from pymc.step_methods.state import dataclass_state
+from pymc.util import get_random_generator
 from pytensor.tensor.random.basic import HalfNormalRV
 
 from ..lattice import MeasurementRows
@@ -199,7 +199,7 @@ def _checked_members(members, R: int, U: int, carry):
 
 
 def _n_units(increments) -> int:
-    """The number of units of a walk's increments ``(U, K-1)`` (static shape, or its test value)."""
+    """The number of units of a walk's increments ``(U, K-1)``, from their static shape."""
     U = increments.type.shape[0]
     if U is None:
         raise ValueError(f"the increments '{increments.name}' need a static shape (units, K-1)")
@@ -245,11 +245,11 @@ def _walks(model, vars):
     if vars is None:
         return [info for info, _ in pairs]
     got = {model.rvs_to_values.get(v, v) for v in (vars if isinstance(vars, (list, tuple)) else [vars])}
-    chosen = [info for info, want in pairs if want <= got]
-    if not chosen or set().union(*(want for info, want in pairs if info in chosen)) != got:
+    chosen = [(info, want) for info, want in pairs if want <= got]
+    if not chosen or set().union(*(want for _, want in chosen)) != got:
         names = "; ".join(f"'{info.scales}', '{info.increments}'" for info, _ in pairs)
         raise ValueError(f"WalkGibbs updates each walk's step scales and increments together ({names})")
-    return chosen
+    return [info for info, _ in chosen]
 
 
 def _walk_info(model, vars):

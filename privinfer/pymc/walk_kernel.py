@@ -258,7 +258,10 @@ def _newton(score, D, iters: int, target=None):
     D = np.array(D, dtype=float)
     g, Q = _score(score, D, np.arange(n))
     active = _finite(g, Q)
-    f = None if target is None else _score(lambda v, _: target(v), D, None)
+    f = None
+    if target is not None:
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+            f = target(D)
     for _ in range(iters):
         idx = np.flatnonzero(active)
         if idx.size == 0:
