@@ -109,21 +109,21 @@ def _replicated(x, s):
     return dict(B=B, grid=grid, eta=eta, delta=delta, base=base, y=y, w=w, cells=cells, res=res, pairs=pairs)
 
 
-def _carry(rng, st, carry=CARRY, widths=0.5):
+def _carry(rng, st, carry=CARRY, widths=0.5, steps=40):
     n = st["pairs"][0].size
     return carried_update(rng, st["cells"], st["res"], st["pairs"], grid=st["grid"], code=CODE, base=st["base"],
                           eta=st["eta"], delta=st["delta"], sigma=np.array([SIGMA]), kappa=KAPPA,
                           carry=np.tile(carry, n), row_ptr=st["B"].indptr.astype(np.int64),
-                          rows=st["B"].indices.astype(np.int64), w=st["w"], widths=widths)
+                          rows=st["B"].indices.astype(np.int64), w=st["w"], widths=widths, steps=steps)
 
 
-def _after_one_update(seed, n, carry):
+def _after_one_update(seed, n, carry, **slice_kw):
     """``n`` exact draws of (s, x), each moved by one carried update."""
     rng = np.random.default_rng(seed)
     fibre, grid, w, px, idx, s = _exact_draws(n, rng)
     st = _replicated(fibre[idx], s)
     x_before = st["cells"].copy()
-    _carry(rng, st, carry=carry)
+    _carry(rng, st, carry=carry, **slice_kw)
     return fibre, grid, w, px, idx, s, st, x_before
 
 
@@ -140,12 +140,14 @@ def _chi2_pvalue(idx_new, px, n):
     return stats.chisquare(obs, ex).pvalue
 
 
-def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invariant():
+@pytest.mark.parametrize("steps, widths", [(40, 0.5), (1, 2.25)])
+def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invariant(steps, widths):
     # exact draws of (s, x) -> one carried update of each -> still exact draws: the increment's
     # marginal (KS against the enumerated marginal), the cells' joint pmf (chi-square) and
-    # their dependence (chi-square of the points given the sign of s) are tested
+    # their dependence (chi-square of the points given the sign of s) are tested; steps 1: one
+    # slice interval, no stepping out, as wide as WalkGibbs's tuning makes it (4.5 sd; s's sd is 0.5)
     n = 20000
-    fibre, grid, w, px, idx, s, st, x_before = _after_one_update(5, n, CARRY)
+    fibre, grid, w, px, idx, s, st, x_before = _after_one_update(5, n, CARRY, steps=steps, widths=widths)
     cells = st["cells"].reshape(n, 4)
     s_new = st["eta"].reshape(n, 2)[:, 0]
     # exact bookkeeping: the pair keeps its sums, the residuals follow the cells, every total holds

@@ -173,12 +173,13 @@ def test_scale_draw_is_the_exact_conditional(dof):
     assert _ks(other, grid, cdf) < ALPHA                                # and tells the priors apart
 
 
-@pytest.mark.parametrize("dof, several_rows", [(1, False), (2, False), (2, True)])
-def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, several_rows):
+@pytest.mark.parametrize("dof, several_rows, steps", [(1, False, 40), (2, False, 40), (2, True, 40), (1, False, 1)])
+def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, several_rows, steps):
     # three units in one sibling group, standardized increments eps fixed; lambda = log sigma
     # has the conditional -e^{2 lambda}/(2 s^2) + dof lambda + sum_u l(X_u, e^lambda * eps_c_u)
     # (the scaled-chi prior with dof degrees of freedom and the log transform's Jacobian);
-    # several_rows: unit 0 owns a fourth row of cells too (members), its l the sum over both
+    # several_rows: unit 0 owns a fourth row of cells too (members), its l the sum over both;
+    # steps 1: the slice's interval one width (2, about the conditional's sd) and no stepping out
     rng = np.random.default_rng(8)
     s = 0.5
     rows = 4 if several_rows else 3
@@ -201,12 +202,38 @@ def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, sev
     for j in range(n):
         sigma = np.array([np.exp(lam0[j])])
         new_sigma, new_delta, evals = wk.scale_update_noncentred(rng, X, B, eps * sigma, groups, sigma, kappa, CODE, s,
-                                                                 prior_dof=dof, members=members)
+                                                                 prior_dof=dof, members=members, steps=steps,
+                                                                 width=2.0 if steps == 1 else wk.SLICE_WIDTH)
         assert np.allclose(new_delta, eps * new_sigma)                  # eps is kept
         out[j] = np.log(new_sigma[0])
     assert np.mean(out != lam0) > 0.9
     assert _ks(out, grid, cdf) > ALPHA
     _assert_far_from_gaussian(grid, cdf, n)
+
+
+@pytest.mark.parametrize("steps, width", [(1, 0.2), (1, 4.0), (2, 0.2), (40, 0.2), (40, 4.0)])
+def test_slice_coordinate_leaves_its_target_invariant_whatever_the_stepping_out(steps, width):
+    # the log of a Gamma(2) variable (density e^{2v - e^v}, skewed, sd 0.8) as the second
+    # coordinate of a point whose first coordinate the update must keep; exact draws, one update
+    # each, KS against the exact cdf.  Widths far below the slice (0.2) with few or no steps
+    # out are where a wrong interval rule shows; steps 2 makes the random split of Neal's
+    # limit (one step out, left or right) matter.
+    rng = np.random.default_rng(21)
+    n = 4000
+    lam0 = np.log(rng.gamma(2.0, size=n))
+    out = np.empty(n)
+    evals = 0
+    for j in range(n):
+        new, f, e = wk.slice_coordinate(rng, lambda t: 2 * t[1] - np.exp(t[1]), np.array([0.3, lam0[j]]), 1,
+                                        2 * lam0[j] - np.exp(lam0[j]), width, steps)
+        assert new[0] == 0.3 and np.isclose(f, 2 * new[1] - np.exp(new[1]))
+        out[j], evals = new[1], evals + e
+    assert stats.kstest(np.exp(out), stats.gamma(2.0).cdf).pvalue > ALPHA
+    assert np.mean(out != lam0) > 0.99
+    if steps == 1:
+        assert np.all(np.abs(out - lam0) < width)           # no stepping out: never beyond one width
+        if width > 1:
+            assert evals / n < 3.5                         # a wide interval shrinks in few evaluations
 
 
 def test_partly_non_centred_scale_update_leaves_the_exact_conditional_invariant():
@@ -282,8 +309,8 @@ def _transport_logd(lam, X, B, kappa, code, grouped, xi, nu, s0, order=1, dof=1)
     return logd
 
 
-@pytest.mark.parametrize("grouped", [True, False])
-def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped):
+@pytest.mark.parametrize("grouped, steps", [(True, 40), (False, 40), (True, 1)])
+def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, steps):
     # coordinates (xi, nu) held fixed; the density of lambda = log sigma from the model's parts:
     # HalfNormal(sigma; s0) * sigma (log transform) * prod_u N(delta_u; 0, sigma^2) * the
     # Jacobian of (xi, nu) -> (eta, mean) * prod_u L_u(eta_u)
@@ -303,10 +330,12 @@ def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped):
     n = 2500
     lam0, cdf = _grid_draws(logd, grid, n, rng)
     out = np.empty(n)
+    width = 2.0 if steps == 1 else wk.SLICE_WIDTH
     for j in range(n):
         sigma = np.array([np.exp(lam0[j])])
         start = _transport_state(np.log(sigma)[None], X, B, kappa, CODE, grouped, xi, nu)[1][0]
-        new_sigma, new_delta, evals = wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, CODE, s0)
+        new_sigma, new_delta, evals = wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, CODE, s0,
+                                                                steps=steps, width=width)
         kept = _transport_state(np.log(new_sigma)[None], X, B, kappa, CODE, grouped, xi, nu)[1][0]
         assert np.allclose(new_delta, kept)                               # the coordinates are kept
         out[j] = np.log(new_sigma[0])
@@ -571,7 +600,7 @@ def test_proposals_into_non_finite_values_are_rejected_quietly():
     rng = np.random.default_rng(3)
     n = 400
 
-    def target(D):
+    def target(D, moves=None):           # elementwise: the moves given alone are rows of D
         return np.log(np.where(D[:, 0] > 0, 0.0, 1.0)) - 0.5 * D[:, 0] ** 2
 
     def score(D, rows):

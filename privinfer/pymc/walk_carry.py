@@ -49,12 +49,14 @@ from scipy.special import gammaln
 
 from .._special import lgamma_ratio_scalar
 
-__all__ = ["carry_shift", "carried_update", "carry_directions", "CARRY_WIDTH"]
+__all__ = ["carry_shift", "carried_update", "carry_directions", "CARRY_WIDTH", "CARRY_STEPS"]
 
 #: Initial slice width of the carried update's coefficient :math:`\Delta` (each direction's
 #: width is tuned during warm-up by :class:`~privinfer.pymc.WalkGibbs`).
 CARRY_WIDTH = 0.2
-_MAX_OUT = 20
+#: The stepping out's limit ``m`` (Neal 2003, fig. 3; as
+#: :data:`~privinfer.pymc.walk_kernel.SLICE_STEPS`, 1: none).
+CARRY_STEPS = 40
 
 
 @numba.njit(cache=True)
@@ -198,8 +200,8 @@ def _commit(Delta, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum
 
 
 @numba.njit(cache=True)
-def _carried(pu, pv, dirs, order, widths, grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, x, res,
-             row_ptr, rows, w, moved, used, lfact):
+def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum,
+             x, res, row_ptr, rows, w, moved, used, lfact):
     d = grid.shape[1]
     K1 = dirs.shape[1]
     acc = np.zeros(res.size)
@@ -235,12 +237,13 @@ def _carried(pu, pv, dirs, order, widths, grid, code, worder, hs, base, eta, del
             wd = widths[k]
             left = -wd * np.random.random()
             right = left + wd
-            for _ in range(_MAX_OUT):
+            n_left = int(steps * np.random.random()) if steps > 1 else 0
+            for _ in range(n_left):
                 evals += 1
                 if _log_density(left, D, u, v, ctx) <= lev:
                     break
                 left -= wd
-            for _ in range(_MAX_OUT):
+            for _ in range(steps - 1 - n_left):
                 evals += 1
                 if _log_density(right, D, u, v, ctx) <= lev:
                     break
@@ -292,7 +295,8 @@ def carry_shift(theta, N, r) -> np.ndarray:
 
 
 def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, kappa, carry, row_ptr, rows, w,
-                   directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1, spacing=None):
+                   directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1, spacing=None,
+                   steps: int = CARRY_STEPS):
     """One carried update (module docstring) of every pair in ``pairs`` along ``per_pair``
     directions drawn at random without replacement for each pair (default: all of them, in a
     random order; a choice independent of the state, so every update stays exact).
@@ -304,7 +308,8 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     ``carry`` ``(n,)`` the carry fractions in [0, 1]; ``row_ptr, rows, w`` the measurement rows
     of every cell (CSC of the 0/1 query matrix) and their weights :math:`1/(2\\sigma_r^2)`;
     ``directions`` ``(k, K-1)`` (default: the coordinate directions, one increment at a time);
-    ``widths`` the slice widths, one or one per direction; ``walk_order`` 2: the increments are
+    ``widths`` the slice widths, one or one per direction, and ``steps`` the stepping out's limit
+    (:func:`~privinfer.pymc.walk_kernel.slice_coordinate`); ``walk_order`` 2: the increments are
     the raw increments of a second-order walk (their cumulative sums are the steps between
     categories, :func:`~privinfer.pymc.walk_kernel.slopes`, times ``spacing`` when given).
     Returns the number of density evaluations and the mean ``|Delta|`` per direction over its
@@ -326,7 +331,9 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     used = np.zeros(dirs.shape[0])
     _seed(int(rng.integers(2**63 - 1)))
     hs = np.ones(K1) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
-    evals = _carried(pu, pv, dirs, order, wd, grid, np.asarray(code, dtype=np.int64), int(walk_order), hs,
+    if int(steps) != steps or steps < 1:
+        raise ValueError("steps must be an integer >= 1")
+    evals = _carried(pu, pv, dirs, order, wd, int(steps), grid, np.asarray(code, dtype=np.int64), int(walk_order), hs,
                      np.ascontiguousarray(base),
                      eta, delta, 1.0 / np.asarray(sigma, dtype=float) ** 2, float(kappa), N, carry, rsum, x, res,
                      row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))

@@ -83,10 +83,12 @@ NEWTON_TOL = 1e-2
 MAX_STEP = 100.0
 #: Backtracking: a scoring step into non-finite values is halved at most this many times.
 MAX_HALVING = 30
-#: Slice sampling of each log step scale (non-centred update): initial interval width and the
-#: most stepping-out steps on each side.
+#: Slice sampling of each log step scale: the interval's initial width, and the limit ``m`` of
+#: Neal (2003, section 4.1 and fig. 3) on its length in widths when stepping out (the ``m - 1``
+#: steps split at random between the two sides; ``m = 1``: no stepping out, the interval is one
+#: width placed at random around the current point).  Every ``m`` leaves the target invariant.
 SLICE_WIDTH = 0.5
-SLICE_MAX_OUT = 20
+SLICE_STEPS = 40
 
 __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offsets", "unit_loglik", "unit_rows",
            "unit_score_info", "sibling_pairs", "laplace_mh", "move_update", "group_means",
@@ -129,14 +131,11 @@ def walk_offsets(eta, code, order: int = 1, spacing=None):
     return r[:, code]
 
 
-def _raw_from_slopes(g, order: int, spacing=None):
-    """Gradients (or rows of a matrix) with respect to the slopes -> with respect to the raw
-    increments: the transpose of :func:`slopes`' map (order 2: times ``spacing``, then reverse
-    cumulative sums)."""
-    if order != 2:
-        return g
-    g = g if spacing is None else g * spacing
-    return np.flip(np.cumsum(np.flip(g, axis=-1), axis=-1), axis=-1)
+def _slope_map(K1: int, spacing=None):
+    r"""The second-order walk's map from raw increments to slopes, :func:`slopes` as a matrix
+    ``M`` ``(K-1, K-1)``: :math:`M_{kj} = h_k [j \le k]` (``h`` the spacing, all 1 by default)."""
+    h = np.ones(K1) if spacing is None else np.asarray(spacing, dtype=float)
+    return np.tril(np.ones((K1, K1))) * h[:, None]
 
 
 def unit_loglik(X, theta, kappa):
@@ -163,8 +162,9 @@ def unit_score_info(X, theta, kappa, onehot, order: int = 1, spacing=None):
     info -= Tk * Tl
     info *= n_eff[:, None, None]
     if order == 2:
-        grad = _raw_from_slopes(grad, order, spacing)
-        info = _raw_from_slopes(np.swapaxes(_raw_from_slopes(info, order, spacing), 1, 2), order, spacing)
+        M = _slope_map(grad.shape[1], spacing)
+        grad = grad @ M
+        info = np.matmul(M.T, (info.reshape(-1, M.shape[0]) @ M).reshape(info.shape))
     return grad, info
 
 
@@ -251,8 +251,9 @@ def _newton(score, D, iters: int, target=None):
     Dirichlet's concentration is small, and undamped scoring then climbs away from the mode).
     The moves whose gradient or precision is not finite (or not positive definite) at the end
     are flagged.  Every step is a function of ``D``, ``score`` and differences of ``target``
-    only.  Returns the modes, the precisions there, their Cholesky factors and the flags of
-    usable moves."""
+    only; ``target(D[rows], rows)`` evaluates the moves ``rows`` alone (``rows`` None: all), so
+    the moves still iterating cost what they are, not what all the moves cost.  Returns the
+    modes, the precisions there, their Cholesky factors and the flags of usable moves."""
     n, k = D.shape
     eye = np.eye(k)
     D = np.array(D, dtype=float)
@@ -299,12 +300,10 @@ def _newton(score, D, iters: int, target=None):
 def _ascending(target, D, idx, step, f_old):
     """The scoring steps of the moves ``idx`` halved (at most MAX_HALVING times) until the
     target does not fall (a non-finite value counts as a fall); returns the steps and the
-    target's values there.  ``target`` is evaluated for all moves, the others at ``D``."""
-    trial = np.array(D, dtype=float)
+    target's values there.  ``target(D[idx], idx)`` evaluates the moves ``idx`` alone."""
     for _ in range(MAX_HALVING + 1):
-        trial[idx] = D[idx] + step
         with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-            f_new = target(trial)[idx]
+            f_new = target(D[idx] + step, idx)
         fall = ~(f_new >= f_old)
         if not fall.any():
             break
@@ -318,12 +317,12 @@ def laplace_mh(rng, target, score, start):
     damped scoring steps ``D += Q^{-1} g`` from ``start`` (``(g, Q) = score(D, rows)``, gradient
     and a positive definite precision of the moves ``rows`` at their displacements ``D``,
     ``(len(rows), k)``, ``(len(rows), k, k)``; a step that lowers ``target`` is halved), then the
-    defensive mixture centred
-    at ``m`` with precision ``Q(m)``.  ``start`` must not depend on the current state (only on
-    what the move conditions on), so the proposal does not either and the exact ratio of
-    ``target`` (the log target of every move, ``(n,)``) makes the move reversible however far
-    the scoring got.  Moves whose scoring failed (non-finite values) are rejected.  Returns the
-    accepted displacements (0 where rejected) and the acceptance indicators."""
+    defensive mixture centred at ``m`` with precision ``Q(m)``.  ``start`` must not depend on the
+    current state (only on what the move conditions on), so the proposal does not either and the
+    exact ratio of ``target`` (the log target of every move, ``(n,)``; ``target(D[rows], rows)``
+    of the moves ``rows`` alone) makes the move reversible however far the scoring got.  Moves
+    whose scoring failed (non-finite values) are rejected.  Returns the accepted displacements
+    (0 where rejected) and the acceptance indicators."""
     n_moves, k = start.shape
     D, Q, L, ok = _newton(score, np.array(start, dtype=float), MAX_NEWTON, target)
     z = rng.standard_normal((n_moves, k))
@@ -345,6 +344,20 @@ def _sum_rows(v, at, n: int):
     out = np.zeros((n,) + v.shape[1:])
     np.add.at(out, at, v)
     return out
+
+
+def _rows_of(moves, at, n_moves: int):
+    """The rows of the moves ``moves`` (None: all ``n_moves``, in order) among a part's rows
+    (``at``: each row's move, None: row ``j`` is move ``j``) and each such row's position in
+    ``moves`` (None: one row per move, in the order of ``moves``); ``(None, at)`` for all."""
+    if moves is None:
+        return None, at
+    if at is None:
+        return moves, None
+    pos = np.full(n_moves, -1, dtype=np.int64)
+    pos[moves] = np.arange(moves.size)
+    sel = np.flatnonzero(pos[at] >= 0)
+    return sel, pos[at[sel]]
 
 
 def unit_rows(units, members, n_units: int):
@@ -412,26 +425,25 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
         rows, at = unit_rows(u, members, eta.shape[0])
         data.append((X[rows], base[rows], eta[u] if at is None else eta[u][at], delta[u], float(sg), at))
 
-    def target(D):
-        out = np.zeros(n_moves)
+    def target(D, moves=None):
+        out = np.zeros(D.shape[0])
         for Xs, bs, es, ds, sg, at in data:
+            sel, here = _rows_of(moves, at, n_moves)
             sh = sg * D
-            ll = unit_loglik(Xs, bs + walk_offsets(es + (sh if at is None else sh[at]), code, order, spacing), kappa)
-            out += (ll if at is None else np.bincount(at, ll, minlength=n_moves)) - 0.5 * ((ds + sh) ** 2 * prec).sum(1)
+            if sel is not None:
+                Xs, bs, es, ds = Xs[sel], bs[sel], es[sel], ds[moves]
+            theta = bs + walk_offsets(es + (sh if here is None else sh[here]), code, order, spacing)
+            ll = unit_loglik(Xs, theta, kappa)
+            prior = 0.5 * ((ds + sh) ** 2 * prec).sum(1)
+            out += (ll if here is None else np.bincount(here, ll, minlength=out.size)) - prior
         return out
 
     def score(D, moves):
         g = np.zeros((moves.size, K1))
         Q = np.zeros((moves.size, K1, K1))
-        pos = np.full(n_moves, -1, dtype=np.int64)
-        pos[moves] = np.arange(moves.size)
         for Xs, bs, es, ds, sg, at in data:
+            sel, here = _rows_of(moves, at, n_moves)
             sh = sg * D
-            if at is None:
-                sel, here = moves, None
-            else:
-                sel = np.flatnonzero(pos[at] >= 0)
-                here = pos[at[sel]]
             gu, iu = unit_score_info(Xs[sel], bs[sel] + walk_offsets(es[sel] + (sh if here is None else sh[here]),
                                                                      code, order, spacing),
                                      kappa, onehot, order, spacing)
@@ -452,12 +464,13 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
 
 
 def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None,
-                            width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None):
+                            width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None,
+                            steps: int = SLICE_STEPS):
     r"""The step scales' update in (partially) non-centred coordinates: with exponents
     :math:`w_{u,k} \in [0, 1]` (default 1), the coordinates :math:`\tilde\epsilon_{u,k} =
     \delta_{u,k} / \sigma_k^{w_{u,k}}` held fixed and each :math:`\lambda_k = \log\sigma_k` in
-    turn drawn by slice sampling (Neal 2003, stepping out from width :data:`SLICE_WIDTH`, then
-    shrinkage) from its exact conditional in those coordinates,
+    turn drawn by slice sampling (Neal 2003, :func:`slice_coordinate` with ``width`` and
+    ``steps``) from its exact conditional in those coordinates,
 
     .. math:: F(\lambda) = -\frac{\lVert\sigma\rVert^2}{2 s^2} + \nu\sum_k \lambda_k
               + \sum_{u,k}\Big[(w_{u,k} - 1)\lambda_k - \frac{\delta_{u,k}^2}{2\sigma_k^2}\Big]
@@ -495,19 +508,23 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
     evals = 1
     widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
     for k in rng.permutation(lam.size):
-        lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k])
+        lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k], steps)
         evals += n
     sigma_new = np.exp(lam)
     return sigma_new, eps * sigma_new[None, :] ** W, evals
 
 
-def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
-    """One slice-sampling update (Neal 2003: stepping out from ``width``, then shrinkage) of
-    coordinate ``k`` of ``lam`` under the log density ``target`` (``f`` its value at ``lam``).
-    Returns the new point, its log density and the number of evaluations."""
+def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH, steps: int = SLICE_STEPS):
+    """One slice-sampling update (Neal 2003: stepping out from ``width`` at most ``steps - 1``
+    times, split at random between the sides, then shrinkage) of coordinate ``k`` of ``lam``
+    under the log density ``target`` (``f`` its value at ``lam``).  ``steps`` 1: the interval is
+    ``width`` placed at random around ``lam[k]``, shrunk until a point lands in the slice (no
+    evaluation spent on its ends).  Returns the new point, its log density and the number of
+    evaluations."""
     level = f + np.log(rng.random())
     left = lam[k] - width * rng.random()
     right = left + width
+    n_left = int(steps * rng.random()) if steps > 1 else 0
     evals = 0
 
     def at(v):
@@ -515,12 +532,12 @@ def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
         t[k] = v
         return t
 
-    for _ in range(SLICE_MAX_OUT):
+    for _ in range(n_left):
         evals += 1
         if target(at(left)) <= level:
             break
         left -= width
-    for _ in range(SLICE_MAX_OUT):
+    for _ in range(steps - 1 - n_left):
         evals += 1
         if target(at(right)) <= level:
             break
@@ -538,7 +555,7 @@ def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH):
 
 
 def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, width=SLICE_WIDTH,
-                           order: int = 1, prior_dof: int = 1, spacing=None):
+                           order: int = 1, prior_dof: int = 1, spacing=None, steps: int = SLICE_STEPS):
     r"""The step scales' update along the increments' conditional: each :math:`\lambda_k =
     \log\sigma_k` in turn drawn by slice sampling with every unit's increments carried along the
     Gaussian approximation of their conditional given :math:`\sigma`.
@@ -576,7 +593,8 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     :math:`\eta_u = e_u\bar Q P^{-1} + \Xi_u R^{-1}` with Jacobian :math:`|R|^{-U}`.  Returns
     the new scales and raw increments and the number of evaluations of ``F``.  ``width``: the
     slice's initial width, one or one per scale (a constant of the chain;
-    :class:`~privinfer.pymc.WalkGibbs` tunes it during warm-up only)."""
+    :class:`~privinfer.pymc.WalkGibbs` tunes it during warm-up only); ``steps``: the stepping
+    out's limit (:func:`slice_coordinate`)."""
     U, K1 = delta.shape
     onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
     e = empirical_increments(X, base, code, order, spacing)
@@ -625,7 +643,7 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     evals = 1
     widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
     for k in rng.permutation(K1):
-        lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k])
+        lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k], steps)
         evals += n
     _, d, _ = state(lam)
     return np.exp(lam), d, evals
