@@ -131,11 +131,15 @@ def walk_offsets(eta, code, order: int = 1, spacing=None):
     return r[:, code]
 
 
-def _slope_map(K1: int, spacing=None):
-    r"""The second-order walk's map from raw increments to slopes, :func:`slopes` as a matrix
-    ``M`` ``(K-1, K-1)``: :math:`M_{kj} = h_k [j \le k]` (``h`` the spacing, all 1 by default)."""
-    h = np.ones(K1) if spacing is None else np.asarray(spacing, dtype=float)
-    return np.tril(np.ones((K1, K1))) * h[:, None]
+def _raw_from_slopes(g, order: int, spacing=None):
+    """Gradients (or rows of a matrix) with respect to the slopes -> with respect to the raw
+    increments: the transpose of :func:`slopes`' map (order 2: times ``spacing``, then reverse
+    cumulative sums).  No matrix product: a product this size would run BLAS threads, which
+    compete with the other chains' processes."""
+    if order != 2:
+        return g
+    g = g if spacing is None else g * spacing
+    return np.flip(np.cumsum(np.flip(g, axis=-1), axis=-1), axis=-1)
 
 
 def unit_loglik(X, theta, kappa):
@@ -162,9 +166,8 @@ def unit_score_info(X, theta, kappa, onehot, order: int = 1, spacing=None):
     info -= Tk * Tl
     info *= n_eff[:, None, None]
     if order == 2:
-        M = _slope_map(grad.shape[1], spacing)
-        grad = grad @ M
-        info = np.matmul(M.T, (info.reshape(-1, M.shape[0]) @ M).reshape(info.shape))
+        grad = _raw_from_slopes(grad, order, spacing)
+        info = _raw_from_slopes(np.swapaxes(_raw_from_slopes(info, order, spacing), 1, 2), order, spacing)
     return grad, info
 
 
