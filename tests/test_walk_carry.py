@@ -174,6 +174,15 @@ def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invari
     assert _chi2_pvalue(idx_new[sel], p_pos / p_pos.sum(), int(sel.sum())) > ALPHA
 
 
+def test_carried_update_refuses_a_bad_stepping_out_limit():
+    rng = np.random.default_rng(1)
+    fibre, grid, w, px, idx, s = _exact_draws(3, rng)
+    st = _replicated(fibre[idx], s)
+    for bad in (0, 2.5):
+        with pytest.raises(ValueError, match="^steps must be an integer >= 1$"):
+            _carry(rng, st, steps=bad)
+
+
 def test_without_carry_the_cells_stay_and_the_update_is_the_increments_conditional():
     # carry fractions 0: h = 0, the cells never move and the update is the exact conditional of
     # the increment given the cells (checked against each draw's own enumerated conditional by

@@ -420,6 +420,9 @@ def test_walk_gibbs_refuses_what_it_cannot_sample():
     with model:
         with pytest.raises(ValueError, match="together"):
             WalkGibbs(vars=[model["step_scale_age"]])
+        for bad in (0, 1.5):
+            with pytest.raises(ValueError, match="^slice_steps must be an integer >= 1$"):
+                WalkGibbs(slice_steps=bad)
         model["noncentering_age"].set_value(np.full(model["noncentering_age"].get_value().shape, 0.5))
         with pytest.raises(ValueError, match="centred"):
             WalkGibbs()
