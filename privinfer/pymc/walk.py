@@ -309,6 +309,8 @@ class WalkGibbs(ArrayStepShared):
     model, initial_point, rng, blocked, compile_kwargs
         as for PyMC step methods.
 
+    Notes
+    -----
     Starting point.  The first warm-up iteration moves every unit's increments to the mode of
     their conditional (the scoring's end, no Metropolis--Hastings test): ``pm.sample()`` starts
     from jittered increments (uniform in [-1, 1]), for a second-order walk profiles off by tens
