@@ -179,7 +179,7 @@ def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, sev
     # has the conditional -e^{2 lambda}/(2 s^2) + dof lambda + sum_u l(X_u, e^lambda * eps_c_u)
     # (the scaled-chi prior with dof degrees of freedom and the log transform's Jacobian);
     # several_rows: unit 0 owns a fourth row of cells too (members), its l the sum over both;
-    # steps 1: the slice's interval one width (2, about the conditional's sd) and no stepping out
+    # steps 1: the slice's interval one width (2) and no stepping out
     rng = np.random.default_rng(8)
     s = 0.5
     rows = 4 if several_rows else 3

@@ -326,13 +326,13 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     k = dirs.shape[0] if per_pair is None else int(per_pair)
     if not 1 <= k <= dirs.shape[0]:
         raise ValueError(f"per_pair must be between 1 and the number of directions ({dirs.shape[0]})")
+    if int(steps) != steps or steps < 1:
+        raise ValueError("steps must be an integer >= 1")
     order = np.ascontiguousarray(np.argsort(rng.random((pu.size, dirs.shape[0])), axis=1)[:, :k])
     moved = np.zeros(dirs.shape[0])
     used = np.zeros(dirs.shape[0])
     _seed(int(rng.integers(2**63 - 1)))
     hs = np.ones(K1) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
-    if int(steps) != steps or steps < 1:
-        raise ValueError("steps must be an integer >= 1")
     evals = _carried(pu, pv, dirs, order, wd, int(steps), grid, np.asarray(code, dtype=np.int64), int(walk_order), hs,
                      np.ascontiguousarray(base),
                      eta, delta, 1.0 / np.asarray(sigma, dtype=float) ** 2, float(kappa), N, carry, rsum, x, res,
