@@ -110,9 +110,9 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     members
         ``(R,)`` the unit (0..U-1) of every row of ``grid``: a unit's departure enters all its
         rows (a county's walk enters each of its tracts' cells, with each tract's own base);
-        every unit needs a row.  None (default): ``R = U``, row ``u`` is unit ``u``.  Such a
-        walk has no carried update, and :class:`WalkGibbs` updates its scales by
-        ``scale_update="noncentred"``.
+        every unit needs a row.  None (default): ``R = U``, row ``u`` is unit ``u``.
+        :class:`WalkGibbs` updates such a walk's scales by ``scale_update="noncentred"``; its
+        carried update (with ``carry``) moves a unit's walk with the cells of all its rows.
     groups
         ``(U,)`` sibling group of every unit (the increments are centred within groups), or None.
     exponents
@@ -145,7 +145,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     U = _n_units(increments)
     if grid.ndim != 2 or code.shape != (grid.shape[1],):
         raise ValueError("grid must be (rows, d) and code (d,)")
-    members = _checked_members(members, grid.shape[0], U, carry)
+    members = _checked_members(members, grid.shape[0], U)
     if K1 is None or code.min() != 0 or code.max() != K1:
         raise ValueError("code must take every category 0..K-1 (K - 1 = the number of step scales)")
     if exponents is not None:
@@ -183,7 +183,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     return info
 
 
-def _checked_members(members, R: int, U: int, carry):
+def _checked_members(members, R: int, U: int):
     """``members`` as int64 ``(R,)`` (None kept), with one-line errors for a bad one."""
     if members is None:
         if U != R:
@@ -193,8 +193,6 @@ def _checked_members(members, R: int, U: int, carry):
     if (members.shape != (R,) or not np.issubdtype(members.dtype, np.integer)
             or np.any((members < 0) | (members >= U)) or np.unique(members).size != U):
         raise ValueError(f"members must give every row of grid its unit, 0..{U - 1}, each unit at least one row")
-    if carry is not None:
-        raise ValueError("a walk whose units own several rows (members) has no carried update: carry=None")
     return members.astype(np.int64)
 
 
@@ -468,7 +466,7 @@ class WalkGibbs(ArrayStepShared):
                                                 walk_order=info.order, spacing=info.spacing,
                                                 per_pair=None if self.carry_directions is None
                                                 else min(self.carry_directions, self._carry_dirs.shape[0]),
-                                                steps=self.slice_steps)
+                                                steps=self.slice_steps, members=info.members)
             if self.tune:
                 self.carry_width = self._running_mean(self.carry_width, moved, CARRY_WIDTH)
             self._cells_out = cells

@@ -35,6 +35,16 @@ negative cell has density 0.  The lattice is the non-centred parametrization's g
 (Papaspiliopoulos, Roberts and Skold 2007) made integer: the cells' standardized departures
 from their conditional mean stay put while the profile moves.
 
+Units of several rows (``members``: a county's walk enters each of its tracts'
+Dirichlet-multinomials, each tract with its own base profile :math:`b_m`).  Every row ``m`` of
+unit ``u`` has its own coordinates :math:`\xi_m = x_m - h_m(b_m + r_u)`, with its own total, so
+moving the unit's walk carries all its rows' cells at once, each row keeping its total; the
+density holds every row's Dirichlet-multinomial.  Measured with the counties' walks of
+:func:`privinfer.census.hierarchy_model` (which registers them without carry fractions): on 12
+Kentucky counties (94 tracts, 2 x (300 + 600)) their step scales' max R-hat 1.051 with it
+against 1.090 without, in the same time; on all 1,083 tracts (2 x (200 + 400)) 1.241 against
+1.317, the tracts' shares aged 65+ a min bulk ESS of 14 against 8, but 1,129 s against 977 s.
+
 The kernel is compiled with Numba and runs the pairs in sequence (units of one parent share
 measurement rows, so their updates are not independent).
 """
@@ -146,8 +156,8 @@ def _unit_terms(cells, xi, theta, N, r, rsum, kappa, x, row_ptr, rows, acc, mark
 def _log_density(Delta, D, u, v, ctx):
     """The pair's log density at ``Delta`` along ``D`` (module docstring); ``ctx`` the state
     and work buffers of :func:`_carried`."""
-    (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows, w, acc,
-     mark, touched, theta, level, hbuf, frac, pbuf, lfact) = ctx
+    (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, unit_ptr, unit_rows, xi, x, res, row_ptr,
+     rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact) = ctx
     K1 = D.size
     out = 0.0
     for a in range(K1):
@@ -157,17 +167,17 @@ def _log_density(Delta, D, u, v, ctx):
             t = delta[v, a] - Delta * D[a]
             out -= 0.5 * inv_s2[a] * t * t
     n_touched = 0
-    _profile(base[u], eta[u], 1.0, Delta, D, code, worder, hs, theta, level)
-    cu = grid[u]
-    lu, n_touched = _unit_terms(cu, xi_u, theta, float(N[u]), r[u], rsum[u], kappa, x, row_ptr, rows, acc,
-                                mark, touched, n_touched, hbuf, frac, pbuf, lfact)
-    out += lu
-    if v >= 0 and np.isfinite(out):
-        _profile(base[v], eta[v], -1.0, Delta, D, code, worder, hs, theta, level)
-        cv = grid[v]
-        lv, n_touched = _unit_terms(cv, xi_v, theta, float(N[v]), r[v], rsum[v], kappa, x, row_ptr, rows, acc,
-                                    mark, touched, n_touched, hbuf, frac, pbuf, lfact)
-        out += lv
+    for sgn, unit in ((1.0, u), (-1.0, v)):
+        if unit < 0 or not np.isfinite(out):
+            continue
+        for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
+            m = unit_rows[q]
+            _profile(base[m], eta[unit], sgn, Delta, D, code, worder, hs, theta, level)
+            lm, n_touched = _unit_terms(grid[m], xi[m], theta, float(N[m]), r[m], rsum[m], kappa, x, row_ptr, rows,
+                                        acc, mark, touched, n_touched, hbuf, frac, pbuf, lfact)
+            out += lm
+            if not np.isfinite(out):
+                break
     for j in range(n_touched):
         rr = touched[j]
         a = acc[rr]
@@ -179,21 +189,23 @@ def _log_density(Delta, D, u, v, ctx):
 
 
 @numba.njit(cache=True)
-def _commit(Delta, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows,
-            theta, level, hbuf, frac, pbuf):
-    for sgn, unit, xi in ((1.0, u, xi_u), (-1.0, v, xi_v)):
+def _commit(Delta, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum, unit_ptr, unit_rows, xi, x, res,
+            row_ptr, rows, theta, level, hbuf, frac, pbuf):
+    for sgn, unit in ((1.0, u), (-1.0, v)):
         if unit < 0:
             continue
-        _profile(base[unit], eta[unit], sgn, Delta, D, code, worder, hs, theta, level)
-        cells = grid[unit]
-        _shift(pbuf, _softmax_terms(theta, pbuf), float(N[unit]), r[unit], rsum[unit], hbuf, frac)
-        for i in range(cells.size):
-            c = cells[i]
-            dx = xi[i] + hbuf[i] - x[c]
-            if dx != 0:
-                x[c] += dx
-                for p in range(row_ptr[c], row_ptr[c + 1]):
-                    res[rows[p]] -= dx
+        for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
+            m = unit_rows[q]
+            _profile(base[m], eta[unit], sgn, Delta, D, code, worder, hs, theta, level)
+            cells = grid[m]
+            _shift(pbuf, _softmax_terms(theta, pbuf), float(N[m]), r[m], rsum[m], hbuf, frac)
+            for i in range(cells.size):
+                c = cells[i]
+                dx = xi[m, i] + hbuf[i] - x[c]
+                if dx != 0:
+                    x[c] += dx
+                    for p in range(row_ptr[c], row_ptr[c + 1]):
+                        res[rows[p]] -= dx
         for a in range(D.size):
             eta[unit, a] += sgn * Delta * D[a]
             delta[unit, a] += sgn * Delta * D[a]
@@ -201,7 +213,7 @@ def _commit(Delta, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum
 
 @numba.njit(cache=True)
 def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum,
-             x, res, row_ptr, rows, w, moved, used, lfact):
+             unit_ptr, unit_rows, x, res, row_ptr, rows, w, moved, used, lfact):
     d = grid.shape[1]
     K1 = dirs.shape[1]
     acc = np.zeros(res.size)
@@ -212,25 +224,26 @@ def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, e
     hbuf = np.empty(d, dtype=np.int64)
     frac = np.empty(d)
     pbuf = np.empty(d)
-    xi_u = np.empty(d, dtype=np.int64)
-    xi_v = np.empty(d, dtype=np.int64)
-    ctx = (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows, w,
-           acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact)
+    xi = np.empty(grid.shape, dtype=np.int64)
+    ctx = (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, unit_ptr, unit_rows, xi, x, res,
+           row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact)
     evals = 0
     for p in range(pu.size):
         u, v = pu[p], pv[p]
         for kk in range(order.shape[1]):
             k = order[p, kk]
             D = dirs[k]
-            # the ancillary coordinates xi = x - h(theta) at the current profile
-            for sgn, unit, xi in ((1.0, u, xi_u), (-1.0, v, xi_v)):
+            # the ancillary coordinates xi = x - h(theta) of every row of both units at the current profiles
+            for sgn, unit in ((1.0, u), (-1.0, v)):
                 if unit < 0:
                     continue
-                _profile(base[unit], eta[unit], sgn, 0.0, D, code, worder, hs, theta, level)
-                cells = grid[unit]
-                _shift(pbuf, _softmax_terms(theta, pbuf), float(N[unit]), r[unit], rsum[unit], hbuf, frac)
-                for i in range(d):
-                    xi[i] = x[cells[i]] - hbuf[i]
+                for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
+                    m = unit_rows[q]
+                    _profile(base[m], eta[unit], sgn, 0.0, D, code, worder, hs, theta, level)
+                    cells = grid[m]
+                    _shift(pbuf, _softmax_terms(theta, pbuf), float(N[m]), r[m], rsum[m], hbuf, frac)
+                    for i in range(d):
+                        xi[m, i] = x[cells[i]] - hbuf[i]
             f0 = _log_density(0.0, D, u, v, ctx)
             evals += 1
             lev = f0 + math.log(np.random.random())
@@ -260,8 +273,8 @@ def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, e
                     right = t
             moved[k] += abs(t)
             used[k] += 1.0
-            _commit(t, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum, xi_u, xi_v, x, res, row_ptr, rows,
-                    theta, level, hbuf, frac, pbuf)
+            _commit(t, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum, unit_ptr, unit_rows, xi, x, res,
+                    row_ptr, rows, theta, level, hbuf, frac, pbuf)
     return evals
 
 
@@ -294,9 +307,23 @@ def carry_shift(theta, N, r) -> np.ndarray:
     return out
 
 
+def _unit_rows(members, R: int, U: int):
+    """Every unit's rows as CSR arrays ``(unit_ptr (U+1,), unit_rows (R,))``: the rows of unit
+    ``u`` are ``unit_rows[unit_ptr[u]:unit_ptr[u+1]]``; ``members`` None: row ``u`` is unit ``u``."""
+    if members is None:
+        if R != U:
+            raise ValueError(f"grid has {R} rows for {U} units: give members, the unit of every row")
+        return np.arange(U + 1, dtype=np.int64), np.arange(U, dtype=np.int64)
+    members = np.asarray(members, dtype=np.int64)
+    if members.shape != (R,) or np.any((members < 0) | (members >= U)):
+        raise ValueError(f"members must give every row of grid its unit, 0..{U - 1}")
+    unit_rows = np.argsort(members, kind="stable").astype(np.int64)
+    return np.concatenate([[0], np.cumsum(np.bincount(members, minlength=U))]).astype(np.int64), unit_rows
+
+
 def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, kappa, carry, row_ptr, rows, w,
                    directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1, spacing=None,
-                   steps: int = CARRY_STEPS):
+                   steps: int = CARRY_STEPS, members=None):
     """One carried update (module docstring) of every pair in ``pairs`` along ``per_pair``
     directions drawn at random without replacement for each pair (default: all of them, in a
     random order; a choice independent of the state, so every update stays exact).
@@ -311,7 +338,11 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     ``widths`` the slice widths, one or one per direction, and ``steps`` the stepping out's limit
     (:func:`~privinfer.pymc.walk_kernel.slice_coordinate`); ``walk_order`` 2: the increments are
     the raw increments of a second-order walk (their cumulative sums are the steps between
-    categories, :func:`~privinfer.pymc.walk_kernel.slopes`, times ``spacing`` when given).
+    categories, :func:`~privinfer.pymc.walk_kernel.slopes`, times ``spacing`` when given);
+    ``members`` ``(R,)`` the unit of every row of ``grid`` when a unit's walk enters several rows
+    of cells (a county's walk, each of its tracts' cells; ``base``, ``grid`` and ``carry`` are
+    then per row, every row's cells carried by its own shift, so each row keeps its total), None:
+    row ``u`` is unit ``u``.
     Returns the number of density evaluations and the mean ``|Delta|`` per direction over its
     updates (for tuning the widths)."""
     K1 = delta.shape[1]
@@ -320,6 +351,7 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     pu = np.ascontiguousarray(pairs[0], dtype=np.int64)
     pv = np.ascontiguousarray(pairs[1], dtype=np.int64)
     grid = np.ascontiguousarray(grid, dtype=np.int64)
+    unit_ptr, unit_rows = _unit_rows(members, grid.shape[0], delta.shape[0])
     carry = np.ascontiguousarray(np.asarray(carry, dtype=float)[grid])
     N = np.asarray(x, dtype=np.int64)[grid].sum(axis=1)
     rsum = carry.sum(axis=1)
@@ -335,6 +367,6 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     hs = np.ones(K1) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
     evals = _carried(pu, pv, dirs, order, wd, int(steps), grid, np.asarray(code, dtype=np.int64), int(walk_order), hs,
                      np.ascontiguousarray(base),
-                     eta, delta, 1.0 / np.asarray(sigma, dtype=float) ** 2, float(kappa), N, carry, rsum, x, res,
-                     row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))
+                     eta, delta, 1.0 / np.asarray(sigma, dtype=float) ** 2, float(kappa), N, carry, rsum, unit_ptr,
+                     unit_rows, x, res, row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))
     return int(evals), np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
