@@ -37,7 +37,10 @@ from ..mechanisms import NoisyMeasurements
 from .registry import model_registry
 from .special_ops import lgamma_ratio
 
-__all__ = ["DirichletMultinomialCells", "MeasuredPairsGibbs", "SAMPLER", "latent_measurements"]
+__all__ = ["DirichletMultinomialCells", "MeasuredPairsGibbs", "SAMPLER", "SWEEPS", "latent_measurements"]
+
+#: :class:`MeasuredPairsGibbs`'s default moves per iteration, in units of the number of cells.
+SWEEPS = 6.0
 
 #: The ``sampler`` name of :func:`~privinfer.pymc.lattice_latent` that selects :class:`MeasuredPairsGibbs`.
 SAMPLER = "measured_pairs"
@@ -162,7 +165,13 @@ class MeasuredPairsGibbs(ArrayStepShared):
     vars
         the lattice latent (one variable).
     sweeps
-        moves per iteration in units of ``n`` (default 3).
+        moves per iteration in units of ``n`` (default :data:`SWEEPS`, 6).  Each cell's own
+        autocorrelation falls with more moves while the other steps' cost stays: on 12 Kentucky
+        counties (4,324 tract cells, :func:`privinfer.census.hierarchy_model`, 2 x (300 + 600)),
+        the cells' median bulk ESS was 492 / 707 / 822 of 1,200 draws with 3 / 6 / 12 sweeps and
+        240 / 96 / 77 cells had an R-hat over 1.01, in 202 / 198 / 178 s (within the runs'
+        spread); on all 1,083 tracts (49,818 cells, 2 x (200 + 400)), 6 sweeps against 3: median
+        ESS 482 against 334 of 800, 2,873 cells over 1.01 against 7,039, 1,086 s against 977 s.
     families
         list of ``(codes, weight)`` partner families (default: one per
         :class:`~privinfer.lattice.PairMoves` of the latent's ``moves``).
@@ -177,7 +186,7 @@ class MeasuredPairsGibbs(ArrayStepShared):
         "lattice_moved": (np.float64, []),
     }
 
-    def __init__(self, vars=None, sweeps: float = 3.0, families=None, model=None, initial_point=None, rng=None,
+    def __init__(self, vars=None, sweeps: float = SWEEPS, families=None, model=None, initial_point=None, rng=None,
                  blocked: bool = False, compile_kwargs=None):
         model = pm.modelcontext(model)
         if vars is None:
