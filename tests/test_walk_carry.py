@@ -215,6 +215,21 @@ def test_carried_update_refuses_a_bad_stepping_out_limit():
             _carry(rng, st, steps=bad)
 
 
+def test_carried_update_refuses_bad_members_before_drawing():
+    # the same check as register_walk's; the generator is untouched by a refused call
+    rng = np.random.default_rng(2)
+    sysm = SYSTEMS["members"]
+    fibre, grid, w, px, idx, s = _exact_draws(2, rng, sysm)
+    st = _replicated(fibre[idx], s, sysm)
+    state = rng.bit_generator.state
+    for bad, msg in ((None, "grid has 6 rows for 4 units"), (st["members"].astype(float), "members must give"),
+                     (st["members"][:-1], "members must give")):
+        st["members"] = bad
+        with pytest.raises(ValueError, match=msg):
+            _carry(rng, st)
+    assert rng.bit_generator.state == state
+
+
 def test_without_carry_the_cells_stay_and_the_update_is_the_increments_conditional():
     # carry fractions 0: h = 0, the cells never move and the update is the exact conditional of
     # the increment given the cells (checked against each draw's own enumerated conditional by

@@ -70,8 +70,8 @@ from .registry import WalkInfo, model_registry
 from .step_inputs import registered_inputs
 from .walk_carry import CARRY_WIDTH, carried_update
 from .walk_carry import carry_directions as directions_of_carry
-from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, move_update, refresh_group_means, scale_draw,
-                          scale_update_noncentred, scale_update_transport, sibling_pairs)
+from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, move_update, refresh_group_means,
+                          scale_draw, scale_update_noncentred, scale_update_transport, sibling_pairs)
 
 __all__ = ["WalkGibbs", "register_walk", "scale_prior", "CARRY_DIRECTIONS"]
 
@@ -145,7 +145,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     U = _n_units(increments)
     if grid.ndim != 2 or code.shape != (grid.shape[1],):
         raise ValueError("grid must be (rows, d) and code (d,)")
-    members = _checked_members(members, grid.shape[0], U)
+    members = checked_members(members, grid.shape[0], U)
     if K1 is None or code.min() != 0 or code.max() != K1:
         raise ValueError("code must take every category 0..K-1 (K - 1 = the number of step scales)")
     if exponents is not None:
@@ -181,19 +181,6 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     for v in (scales, increments):
         setattr(v.tag, _TAG, True)
     return info
-
-
-def _checked_members(members, R: int, U: int):
-    """``members`` as int64 ``(R,)`` (None kept), with one-line errors for a bad one."""
-    if members is None:
-        if U != R:
-            raise ValueError(f"grid has {R} rows for {U} units: give members, the unit of every row")
-        return None
-    members = np.asarray(members)
-    if (members.shape != (R,) or not np.issubdtype(members.dtype, np.integer)
-            or np.any((members < 0) | (members >= U)) or np.unique(members).size != U):
-        raise ValueError(f"members must give every row of grid its unit, 0..{U - 1}, each unit at least one row")
-    return members.astype(np.int64)
 
 
 def _n_units(increments) -> int:

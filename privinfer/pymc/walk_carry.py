@@ -58,6 +58,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from .._special import lgamma_ratio_scalar
+from .walk_kernel import checked_members
 
 __all__ = ["carry_shift", "carried_update", "carry_directions", "CARRY_WIDTH", "CARRY_STEPS"]
 
@@ -309,14 +310,11 @@ def carry_shift(theta, N, r) -> np.ndarray:
 
 def _unit_rows(members, R: int, U: int):
     """Every unit's rows as CSR arrays ``(unit_ptr (U+1,), unit_rows (R,))``: the rows of unit
-    ``u`` are ``unit_rows[unit_ptr[u]:unit_ptr[u+1]]``; ``members`` None: row ``u`` is unit ``u``."""
+    ``u`` are ``unit_rows[unit_ptr[u]:unit_ptr[u+1]]``; ``members`` None: row ``u`` is unit ``u``
+    (checked by :func:`~privinfer.pymc.walk_kernel.checked_members`)."""
+    members = checked_members(members, R, U)
     if members is None:
-        if R != U:
-            raise ValueError(f"grid has {R} rows for {U} units: give members, the unit of every row")
         return np.arange(U + 1, dtype=np.int64), np.arange(U, dtype=np.int64)
-    members = np.asarray(members, dtype=np.int64)
-    if members.shape != (R,) or np.any((members < 0) | (members >= U)):
-        raise ValueError(f"members must give every row of grid its unit, 0..{U - 1}")
     unit_rows = np.argsort(members, kind="stable").astype(np.int64)
     return np.concatenate([[0], np.cumsum(np.bincount(members, minlength=U))]).astype(np.int64), unit_rows
 

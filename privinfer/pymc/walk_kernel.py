@@ -91,6 +91,7 @@ SLICE_WIDTH = 0.5
 SLICE_STEPS = 40
 
 __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offsets", "unit_loglik", "unit_rows",
+           "checked_members",
            "unit_score_info", "sibling_pairs", "laplace_mh", "move_update", "group_means",
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
            "centred", "slice_coordinate"]
@@ -362,6 +363,20 @@ def _rows_of(moves, at, n_moves: int):
     pos[moves] = np.arange(moves.size)
     sel = np.flatnonzero(pos[at] >= 0)
     return sel, pos[at[sel]]
+
+
+def checked_members(members, R: int, U: int):
+    """``members`` (the unit of each of ``R`` rows of cells, ``U`` units) as int64 ``(R,)``, None
+    kept (then ``R`` must be ``U``: row ``u`` is unit ``u``), with one-line errors for a bad one."""
+    if members is None:
+        if U != R:
+            raise ValueError(f"grid has {R} rows for {U} units: give members, the unit of every row")
+        return None
+    members = np.asarray(members)
+    if (members.shape != (R,) or not np.issubdtype(members.dtype, np.integer)
+            or np.any((members < 0) | (members >= U)) or np.unique(members).size != U):
+        raise ValueError(f"members must give every row of grid its unit, 0..{U - 1}, each unit at least one row")
+    return members.astype(np.int64)
 
 
 def unit_rows(units, members, n_units: int):
