@@ -1,5 +1,6 @@
 r"""NumPy kernels of :class:`~privinfer.pymc.WalkGibbs`: blocked updates of the random-walk
-departures of many units whose cells are Dirichlet-multinomial.
+departures of many units whose cells are Dirichlet-multinomial (the per-row terms below are
+compiled in :mod:`privinfer.pymc.dm_rows`).
 
 The conditional target.  Unit ``u`` has ``d`` cells with counts :math:`X_u` (total
 :math:`N_u`), a base log profile :math:`b_u \in \mathbb R^d` and a departure along ``K``
@@ -60,7 +61,7 @@ import numpy as np
 from scipy.special import gammaln, softmax
 from scipy.stats import geninvgauss
 
-from .._special import digamma_diff, lgamma_ratio
+from .dm_rows import rows_loglik, rows_score_info, scatter_rows
 
 #: The proposals are a defensive mixture (Hesterberg 1995): the Laplace Gaussian with weight
 #: ``1 - TAIL`` and a multivariate t with ``NU`` degrees of freedom (same centre and scale) with
@@ -97,11 +98,6 @@ __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offs
            "centred", "slice_coordinate"]
 
 
-def _tails(v):
-    """``(U, K) -> (U, K-1)``: ``out[:, k] = sum_{c > k} v[:, c]``."""
-    return np.cumsum(v[:, ::-1], axis=1)[:, ::-1][:, 1:]
-
-
 def slopes(eta, order: int = 1, spacing=None):
     """The walk's steps between neighbouring categories from its raw increments ``(U, K-1)``:
     the increments themselves (``order`` 1, a random walk) or their cumulative sums (``order``
@@ -132,22 +128,9 @@ def walk_offsets(eta, code, order: int = 1, spacing=None):
     return r[:, code]
 
 
-def _raw_from_slopes(g, order: int, spacing=None):
-    """Gradients (or rows of a matrix) with respect to the slopes -> with respect to the raw
-    increments: the transpose of :func:`slopes`' map (order 2: times ``spacing``, then reverse
-    cumulative sums).  Not as a matrix product: one this size runs on BLAS threads, which
-    compete with the other chains' processes (all Kentucky tracts, two chains: 1,337 s with it,
-    977 s without)."""
-    if order != 2:
-        return g
-    g = g if spacing is None else g * spacing
-    return np.flip(np.cumsum(np.flip(g, axis=-1), axis=-1), axis=-1)
-
-
 def unit_loglik(X, theta, kappa):
     r""":math:`\ell_u` of every unit (rows of ``X`` and ``theta``, ``(U, d)``)."""
-    a = kappa * softmax(theta, axis=1)
-    return lgamma_ratio(a, X).sum(axis=1)
+    return rows_loglik(X, theta, kappa)
 
 
 def unit_score_info(X, theta, kappa, onehot, order: int = 1, spacing=None):
@@ -155,22 +138,9 @@ def unit_score_info(X, theta, kappa, onehot, order: int = 1, spacing=None):
     Fisher-type information ``(U, K-1, K-1)`` (module docstring).  ``onehot`` ``(d, K)``: the
     cells' categories; ``order`` 2: with respect to the raw increments of a second-order walk
     (:func:`slopes`, with its ``spacing``; gradient ``M^T g``, information ``M^T I M``)."""
-    p = softmax(theta, axis=1)
-    a = kappa * p
-    ag = a * digamma_diff(a, X)
-    grad_theta = ag - p * ag.sum(axis=1, keepdims=True)
-    grad = _tails(grad_theta @ onehot)
-    T = _tails(p @ onehot)
-    N = X.sum(axis=1)
-    n_eff = N * (1.0 + kappa) / (N + kappa)
-    Tk, Tl = T[:, :, None], T[:, None, :]
-    info = np.minimum(Tk, Tl)                 # T_max(k, l): the tail sums do not increase
-    info -= Tk * Tl
-    info *= n_eff[:, None, None]
-    if order == 2:
-        grad = _raw_from_slopes(grad, order, spacing)
-        info = _raw_from_slopes(np.swapaxes(_raw_from_slopes(info, order, spacing), 1, 2), order, spacing)
-    return grad, info
+    onehot = np.asarray(onehot)
+    code = np.argmax(onehot, axis=1)
+    return rows_score_info(X, theta, kappa, code, onehot.shape[1], order, spacing)
 
 
 def empirical_increments(X, base, code, order: int = 1, spacing=None):
@@ -346,9 +316,7 @@ def _sum_rows(v, at, n: int):
     per move, in order)."""
     if at is None:
         return v
-    out = np.zeros((n,) + v.shape[1:])
-    np.add.at(out, at, v)
-    return out
+    return scatter_rows(v, at, n)
 
 
 def _rows_of(moves, at, n_moves: int):
