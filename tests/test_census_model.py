@@ -564,3 +564,82 @@ def test_overdispersion_auto_is_learned_alone_and_fixed_beside_cell_effects():
     model = hierarchy_model(rel, cell_effects=True)
     assert "overdispersion" not in model.named_vars
     np.testing.assert_allclose(pm.draw(model["concentration"]), 1 / CELL_EFFECTS_OVERDISPERSION**2)
+
+
+def _dirichlet_multinomial_frame(seed, kappa, counties=6, tracts=10, size=4000):
+    """Tracts of ``size`` people whose 2 x 23 cells are Dirichlet-multinomial with concentration
+    ``kappa`` around their county's profile, each tract also tilted old or young (an age walk,
+    which the start's within-age splits must not read as overdispersion)."""
+    rng = np.random.default_rng(seed)
+    ages = np.arange(23)
+    rows = []
+    for c in range(counties):
+        county = rng.dirichlet(np.full(46, 20.0))
+        for t in range(tracts):
+            tilt = np.exp(rng.normal(0.0, 0.03) * np.tile(ages, 2))
+            p = county * tilt / (county * tilt).sum()
+            x = rng.multinomial(size, rng.dirichlet(kappa * p))
+            for j in range(46):
+                rows.append((f"210{c:02d}", f"210{c:02d}{t:06d}", "male" if j < 23 else "female", f"a{j % 23:02d}", x[j]))
+    return pd.DataFrame(rows, columns=["county", "tract", "sex", "age", "count"])
+
+
+@pytest.mark.parametrize("rho, tol", [(1.0, 0.25), (0.0025, 0.4)])
+def test_overdispersion_starts_near_a_known_concentration(rho, tol):
+    from privinfer.census.model import _smooth_axis, _start_overdispersion
+    from privinfer.inference import gls_estimate
+
+    kappa = 800.0
+    f = _dirichlet_multinomial_frame(11, kappa)
+    mech = hierarchy_measurements(f, geography=["county", "tract"], attributes=["sex", "age"], queries=QUERIES,
+                                  rho=rho)
+    est = gls_estimate(mech.publish(f["count"], rng=11))
+    hier = mech.hierarchy
+    phi = _start_overdispersion(hier, est, _smooth_axis(hier, "auto"))
+    # 60 tracts x 23 age groups: the statistic is a sum of 1,380 terms of about one scaled
+    # chi-square(1) each (relative sd sqrt(2/1380) = 3.8%); the excess factor (A + beta)/(1 + beta)
+    # has log-derivative about -0.8 in log kappa here (A ~ 87, beta ~ 35), so log kappa's sd is
+    # about 5%, and 0.25 is 5 sds.  At rho = 0.0025 (the census benchmark's) the GLS noise is
+    # subtracted: about 1.5 times the Dirichlet-multinomial's variance per cell, it multiplies
+    # the statistic's sd relative to the excess by about 2.5 (log kappa's sd about 12%): 0.4 is
+    # 3.3 sds.
+    assert abs(np.log(1.0 / phi**2 / kappa)) < tol
+
+
+def test_chains_start_from_the_gls_estimate():
+    from privinfer.census.model import _smooth_axis, _start_overdispersion
+    from privinfer.inference import gls_estimate
+
+    f, rel = small_release()
+    model = hierarchy_model(rel)
+    est = gls_estimate(rel)
+    hier = rel.mechanism.hierarchy
+    assert all(v is None for v in model.rvs_to_initial_values.values())    # support points, not initvals
+    pooled = np.bincount(hier.combination, weights=np.maximum(est.x, 0), minlength=hier.d)
+    expected = np.log(pooled + 0.5) - np.log(pooled + 0.5).mean()
+    point = model.initial_point()
+    outs = model.replace_rvs_by_values([model["log_profile_state"], model["overdispersion"]])
+    profile, phi = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore")(point)
+    np.testing.assert_allclose(profile, expected, atol=1e-10)
+    assert phi == pytest.approx(_start_overdispersion(hier, est, _smooth_axis(hier, "auto")), rel=1e-10)
+
+
+def test_started_variables_keep_their_laws():
+    """The custom-distribution forms of the top profile and the overdispersion have the zero-sum
+    normal's and the half-normal's log densities, Jacobians of their free coordinates included."""
+    f, rel = small_release()
+    model = hierarchy_model(rel)
+    d = rel.mechanism.hierarchy.d
+    rescaled = {name: model.rvs_to_transforms[model[name]].transform_list[-1]
+                for name in ("log_profile_state", "overdispersion")}      # after the default transforms
+    with pm.Model() as ref:
+        pm.ZeroSumNormal("log_profile_state", sigma=3.0, shape=(d,), transform=rescaled["log_profile_state"])
+        pm.HalfNormal("overdispersion", sigma=0.3, transform=rescaled["overdispersion"])
+    mine = model.compile_logp(vars=[model["log_profile_state"], model["overdispersion"]], sum=False)
+    theirs = ref.compile_logp(sum=False)
+    rng = np.random.default_rng(0)
+    point = model.initial_point()
+    for _ in range(3):
+        p = {v.name: rng.normal(0.0, 3.0, np.shape(point[v.name])) for v in ref.value_vars}
+        q = dict(point, **p)
+        np.testing.assert_allclose([np.sum(v) for v in mine(q)], [np.sum(v) for v in theirs(p)], rtol=1e-12)
