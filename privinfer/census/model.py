@@ -210,8 +210,12 @@ def _overdispersion(hier, est, axis, fixed, h_phi: float):
 def _start_profile(hier, est) -> np.ndarray:
     r"""The top level's log profile's starting value: the log of the GLS estimates pooled over the
     whole frame (1/2 added), less its mean (the profile is zero-sum).  PyMC would start it at 0,
-    a flat profile over the attribute combinations, and the first updates of the walks would
-    then carry the whole file's age profile (:func:`_start_overdispersion` says what followed)."""
+    a flat profile over the attribute combinations, and the first updates of the walks then
+    carry the whole file's age profile: on all Kentucky tracts the walks of the four counties
+    of one tract ran away in the warm-up's first iterations (increments up to 9 against a
+    posterior within 0.5), with cells at 0 in one chain for 300 iterations.  On 8 counties and
+    those four, starting the overdispersion near its posterior alone did not stop it (increments
+    up to 6.5); starting the profile here too did (within 0.8)."""
     pooled = np.bincount(np.asarray(hier.combination, dtype=np.int64), weights=np.maximum(np.asarray(est.x, float), 0),
                          minlength=hier.d)
     logs = np.log(pooled + 0.5)
@@ -550,11 +554,11 @@ def _start_overdispersion(hier, est, axis) -> float:
     Summed over the units and categories with siblings, the right side decreases in
     :math:`\kappa` from :math:`\sum A^2(m - 1)` to the multinomial's :math:`\sum A(m - 1)`;
     bisection in :math:`\log\kappa` solves it, and :math:`\phi = \kappa^{-1/2}` is clipped
-    to ``[1e-4, 1]``.  Why: PyMC would start :math:`\phi` at its prior's scale, 0.3
-    (:math:`\kappa = 11`), where the cells barely inform the walks; on all Kentucky tracts the
-    warm-up spent about 100 iterations reaching :math:`\kappa \approx 5{,}400`, and meanwhile the
-    walks of the four counties of one tract ran away (increments up to 9) with cells at 0 in
-    one chain -- a state it took 300 iterations to leave (the worst cells' R-hat)."""
+    to ``[1e-4, 1]`` (0.3, the prior's scale, when no unit has siblings).  Why: PyMC would start
+    :math:`\phi` at that scale (:math:`\kappa = 11`), where the cells barely inform the walks;
+    on all Kentucky tracts (posterior :math:`\kappa \approx 5{,}400`) the warm-up spent about
+    100 iterations getting there, the free coordinate's rescaling (:func:`_coordinate_scales`)
+    fitting the posterior, not the way from so far."""
     grid = hier.leaf_order()
     xh = np.maximum(np.asarray(est.x, float)[grid], 0.0)
     v = np.asarray(est.se, float)[grid] ** 2
