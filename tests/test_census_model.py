@@ -586,7 +586,8 @@ def _dirichlet_multinomial_frame(seed, kappa, counties=6, tracts=10, size=4000):
 
 @pytest.mark.parametrize("rho, tol", [(1.0, 0.25), (0.0025, 0.4)])
 def test_overdispersion_starts_near_a_known_concentration(rho, tol):
-    from privinfer.census.model import _smooth_axis, _start_overdispersion
+    from privinfer.census.model import _smooth_axis
+    from privinfer.census.starts import start_overdispersion
     from privinfer.inference import gls_estimate
 
     kappa = 800.0
@@ -595,7 +596,7 @@ def test_overdispersion_starts_near_a_known_concentration(rho, tol):
                                   rho=rho)
     est = gls_estimate(mech.publish(f["count"], rng=11))
     hier = mech.hierarchy
-    phi = _start_overdispersion(hier, est, _smooth_axis(hier, "auto"))
+    phi = start_overdispersion(hier, est, _smooth_axis(hier, "auto"))
     # 60 tracts x 23 age groups: the statistic is a sum of 1,380 terms of about one scaled
     # chi-square(1) each (relative sd sqrt(2/1380) = 3.8%); the excess factor (A + beta)/(1 + beta)
     # has log-derivative about -0.8 in log kappa here (A ~ 87, beta ~ 35), so log kappa's sd is
@@ -607,7 +608,8 @@ def test_overdispersion_starts_near_a_known_concentration(rho, tol):
 
 
 def test_chains_start_from_the_gls_estimate():
-    from privinfer.census.model import _smooth_axis, _start_overdispersion
+    from privinfer.census.model import _smooth_axis
+    from privinfer.census.starts import start_overdispersion
     from privinfer.inference import gls_estimate
 
     f, rel = small_release()
@@ -621,7 +623,7 @@ def test_chains_start_from_the_gls_estimate():
     outs = model.replace_rvs_by_values([model["log_profile_state"], model["overdispersion"]])
     profile, phi = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore")(point)
     np.testing.assert_allclose(profile, expected, atol=1e-10)
-    assert phi == pytest.approx(_start_overdispersion(hier, est, _smooth_axis(hier, "auto")), rel=1e-10)
+    assert phi == pytest.approx(start_overdispersion(hier, est, _smooth_axis(hier, "auto")), rel=1e-10)
 
 
 def test_started_variables_keep_their_laws():

@@ -279,9 +279,8 @@ def _transport_state(lam, X, B, kappa, code, grouped, xi, nu, order=1):
     all units (or none), at log scales ``lam`` ``(n, K-1)`` on a grid: returns the centred
     increments ``(n, U, K-1)``, the raw ones and the log Jacobian ``(n,)``."""
     K1 = lam.shape[1]
-    onehot = np.eye(K1 + 1)[code]
     e = wk.empirical_increments(X, B, code, order)
-    _, Q = wk.unit_score_info(X, B + wk.walk_offsets(e, code, order), kappa, onehot, order)
+    _, Q = wk.unit_score_info(X, B + wk.walk_offsets(e, code, order), kappa, code, K1 + 1, order)
     U = X.shape[0]
     Q = np.broadcast_to(Q.mean(axis=0), Q.shape)                       # the units' mean information
     if grouped:
@@ -518,13 +517,12 @@ def test_second_order_score_and_information_are_the_chain_rule_of_the_first_orde
     # central differences of the exact log-likelihood) and the information M^T I M
     rng = np.random.default_rng(3)
     code = np.array([0, 1, 2, 3, 0, 1, 2, 3])
-    onehot = np.eye(4)[code]
     X = rng.multinomial(60, np.full(8, 1 / 8)).astype(float)[None]
     B = rng.normal(0, 0.3, (1, 8))
     eta = rng.normal(0, 0.2, (1, 3))
     kappa = 25.0
-    g2, I2 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2, spacing), kappa, onehot, 2, spacing)
-    g1, I1 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2, spacing), kappa, onehot)
+    g2, I2 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2, spacing), kappa, code, 4, 2, spacing)
+    g1, I1 = wk.unit_score_info(X, B + wk.walk_offsets(eta, code, 2, spacing), kappa, code, 4)
     M = np.diag(np.ones(3) if spacing is None else spacing) @ np.tril(np.ones((3, 3)))
     np.testing.assert_allclose(g2[0], M.T @ g1[0], rtol=1e-12)
     np.testing.assert_allclose(I2[0], M.T @ I1[0] @ M, rtol=1e-12)

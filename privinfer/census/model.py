@@ -119,8 +119,8 @@ posterior sds from the GLS estimate (:class:`~privinfer.pymc.Rescaled`: the same
 identity mass matrix NUTS keeps for its first 101 iterations fits (Kentucky's tracts: 85
 leapfrog steps per iteration there instead of 240, 2 x 17,500 fewer in the warm-up).  The chains
 start from the GLS estimate: the cells at :func:`start_point`, the top profile at the pooled
-estimate's log (:func:`_start_profile`) and the overdispersion at a method-of-moments value
-(:func:`_start_overdispersion`) -- from PyMC's defaults (a flat profile, :math:`\kappa = 11`)
+estimate's log (:func:`~privinfer.census.starts.start_profile`) and the overdispersion at a method-of-moments value
+(:func:`~privinfer.census.starts.start_overdispersion`) -- from PyMC's defaults (a flat profile, :math:`\kappa = 11`)
 the walks of Kentucky's counties of one tract ran away in the warm-up's first iterations.
 ``walk_steps="nuts"``: NUTS for every continuous parameter, the walk's increments partially
 non-centred (Papaspiliopoulos, Roberts and Skold 2007: each increment between its centred and
@@ -147,6 +147,7 @@ from ..mechanisms.noisy_measurements import MeasurementRelease
 from ..pymc import (DirichletMultinomialCells, Rescaled, increments_from_steps, lattice_latent, observe,
                     register_cell_effects, register_walk)
 from .ages import category_midpoints
+from .starts import start_overdispersion, start_profile
 
 __all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS", "SMOOTH_LEVEL_UNITS", "CELL_EFFECTS_OVERDISPERSION"]
 
@@ -197,29 +198,14 @@ def start_point(release, estimate=None) -> np.ndarray:
 def _overdispersion(hier, est, axis, fixed, h_phi: float):
     """The overdispersion :math:`\phi = 1/\sqrt\kappa` (a cell's share has relative sd about
     :math:`\phi/\sqrt p`): learned (``fixed`` None; a half-normal started at
-    :func:`_start_overdispersion` -- its support point, not a PyMC ``initval``, which PyMC's graph
+    :func:`~privinfer.census.starts.start_overdispersion` -- its support point, not a PyMC ``initval``, which PyMC's graph
     rebuilds such as ``pm.compute_log_likelihood`` refuse) or the constant ``fixed``."""
     if fixed is not None:
         return pt.constant(float(fixed))
-    start = _start_overdispersion(hier, est, axis)
+    start = start_overdispersion(hier, est, axis)
     return pm.CustomDist("overdispersion", 0.3, dist=lambda s, size: pm.HalfNormal.dist(sigma=s, size=size),
                          support_point=lambda rv, size, s: pt.as_tensor(start), default_transform=log,
                          transform=Rescaled(h_phi))
-
-
-def _start_profile(hier, est) -> np.ndarray:
-    r"""The top level's log profile's starting value: the log of the GLS estimates pooled over the
-    whole frame (1/2 added), less its mean (the profile is zero-sum).  PyMC would start it at 0,
-    a flat profile over the attribute combinations, and the first updates of the walks then
-    carry the whole file's age profile: on all Kentucky tracts the walks of the four counties
-    of one tract ran away in the warm-up's first iterations (increments up to 9 against a
-    posterior within 0.5), with cells at 0 in one chain for 300 iterations.  On 8 counties and
-    those four, starting the overdispersion near its posterior alone did not stop it (increments
-    up to 6.5); starting the profile here too did (within 0.8)."""
-    pooled = np.bincount(np.asarray(hier.combination, dtype=np.int64), weights=np.maximum(np.asarray(est.x, float), 0),
-                         minlength=hier.d)
-    logs = np.log(pooled + 0.5)
-    return logs - logs.mean()
 
 
 def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_scale: dict, top_start,
@@ -230,7 +216,7 @@ def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_sc
     ``[(level, departures, walk)]``, the top's ``(0, profile (1, d), None)`` first.  The top
     profile and the log scales are NUTS's coordinates divided by ``h_top`` and
     ``h_scale[level]``, rough posterior sds (:func:`_coordinate_scales`); the top profile's
-    support point, where the chains start, is ``top_start`` (:func:`_start_profile`; a zero-sum
+    support point, where the chains start, is ``top_start`` (:func:`~privinfer.census.starts.start_profile`; a zero-sum
     normal written as a custom distribution for that, its law unchanged).  ``middle``: None, or
     ``(axis, walk)`` with ``walk(level)`` a middle level's smooth departures along ``axis``
     (:func:`_smooth_departures`'s tuple): its departures are then the contrasts the walk
@@ -285,16 +271,11 @@ def _leaf_sum(hier, parts, skip: int):
     the walk of level ``skip``: what that walk departs from, above the lowest level."""
     out = 0.0
     for l, dep, walk in parts:
-        anc = _ancestors(hier, l)
+        anc = hier.leaf_ancestors(l)
         for t in (dep, None if walk is None or l == skip else walk[0]):
             if t is not None:
                 out = out + t[anc]
     return out
-
-
-def _ancestors(hier, level: int) -> np.ndarray:
-    """Each lowest-level unit's ancestor at ``level`` ``(U_leaf,)`` (the unit of its first cell)."""
-    return np.asarray(hier.unit_of_cell[level], dtype=np.int64)[hier.leaf_order()[:, 0]]
 
 
 def _coordinate_scales(hier, est):
@@ -537,70 +518,6 @@ def _groups(hier):
     return np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else None
 
 
-def _start_overdispersion(hier, est, axis) -> float:
-    r"""A starting value of the overdispersion :math:`\phi` by the method of moments (a start for
-    the sampler, not a prior).  Within every category ``c`` of ``axis`` (every age group; the
-    whole unit when there is no such axis or its categories hold one cell each), the
-    Dirichlet-multinomial splits a lowest-level unit's category total ``A`` among the category's
-    ``m`` cells as a Dirichlet-multinomial of concentration :math:`\beta = \kappa P_c`
-    (:math:`P_c = A/N`), so with the shares ``q`` of the same split in the unit's siblings
-    (their pooled GLS estimates, the unit itself left out)
-
-    .. math:: E\sum_{i \in c} \frac{(x_i - q_i A)^2}{q_i} \approx \Big(1 + \frac{A}{A'}\Big)
-              \Big[A (m - 1)\frac{A + \beta}{1 + \beta} + \nu_c\Big],
-
-    :math:`A'` the siblings' category total (the error of their shares) and :math:`\nu_c` the
-    GLS noise of the left side from the estimates' standard errors (covariances left out).
-    Summed over the units and categories with siblings, the right side decreases in
-    :math:`\kappa` from :math:`\sum A^2(m - 1)` to the multinomial's :math:`\sum A(m - 1)`;
-    bisection in :math:`\log\kappa` solves it, and :math:`\phi = \kappa^{-1/2}` is clipped
-    to ``[1e-4, 1]`` (0.3, the prior's scale, when no unit has siblings).  Why: PyMC would start
-    :math:`\phi` at that scale (:math:`\kappa = 11`), where the cells barely inform the walks;
-    on all Kentucky tracts (posterior :math:`\kappa \approx 5{,}400`) the warm-up spent about
-    100 iterations getting there, the free coordinate's rescaling (:func:`_coordinate_scales`)
-    fitting the posterior, not the way from so far."""
-    grid = hier.leaf_order()
-    xh = np.maximum(np.asarray(est.x, float)[grid], 0.0)
-    v = np.asarray(est.se, float)[grid] ** 2
-    U, d = grid.shape
-    cat = np.zeros(d, dtype=np.int64) if axis is None else np.unravel_index(np.arange(d), hier.shape)[axis]
-    if np.bincount(cat).max() < 2:
-        cat = np.zeros(d, dtype=np.int64)
-    K = int(cat.max()) + 1
-    par = _ancestors(hier, hier.depth - 2) if hier.depth >= 3 else np.zeros(U, dtype=np.int64)
-    pooled = np.zeros((int(par.max()) + 1, d))
-    np.add.at(pooled, par, xh)
-    rest = pooled[par] - xh
-    by_cat = np.zeros((K, d))
-    by_cat[cat, np.arange(d)] = 1.0
-    A, A_rest, V = xh @ by_cat.T, rest @ by_cat.T, v @ by_cat.T             # (U, K)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        q = rest / A_rest[:, cat]
-        T = (((xh - q * A[:, cat]) ** 2) / q) @ by_cat.T
-        noise = ((v * (1 - q) ** 2 + q**2 * (V[:, cat] - v)) / q) @ by_cat.T
-    m = by_cat.sum(axis=1)[None, :]
-    ok = np.isfinite(T) & np.isfinite(noise) & (A_rest > 0) & (A > 0) & (m >= 2)
-    if not ok.any():
-        return 0.3
-    P = (A / np.maximum(xh.sum(axis=1), 1.0)[:, None])[ok]
-    A, m = A[ok], np.broadcast_to(m, ok.shape)[ok]
-    target = (T[ok] / (1.0 + A / A_rest[ok]) - noise[ok]).sum()
-
-    def excess(log_kappa):
-        beta = np.exp(log_kappa) * P
-        return (A * (m - 1) * (A + beta) / (1 + beta)).sum() - target
-
-    lo, hi = np.log(1.0), np.log(1e8)
-    if excess(hi) >= 0:
-        return 1e-4
-    if excess(lo) <= 0:
-        return 1.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
-    return float(np.clip(np.exp(-0.5 * lo), 1e-4, 1.0))
-
-
 def _checked_options(hier, walk_steps, walk_order, cell_effects, **positive):
     """``walk_steps`` and ``overdispersion`` resolved (``"auto"``: ``"gibbs"`` from
     :data:`GIBBS_UNITS` lowest-level units on; None, or :data:`CELL_EFFECTS_OVERDISPERSION` with
@@ -717,7 +634,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         middle = _middle(hier, axis, smooth_levels, est, walk_steps == "gibbs", walk_order, float(step_prior),
                          smooth_positions)
         theta, parts = _profiles(hier, float(profile_scale), float(scale_prior), h_top, h_scale,
-                                 _start_profile(hier, est), middle)
+                                 start_profile(hier, est), middle)
         kappa = pm.Deterministic("concentration", 1.0 / _overdispersion(hier, est, axis, overdispersion, h_phi) ** 2)
         base, walk, eta, eps = _leaf_profiles(hier, theta, axis, est, walk_steps == "gibbs", walk_order,
                                               float(step_prior), float(cell_effect_prior) if cell_effects else None,
@@ -772,4 +689,4 @@ def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, o
         register_walk(scales=step, increments=raw, prior_scale=step_prior,
                       base=_leaf_sum(hier, parts, l) + tracts + effects, kappa=kappa, weights=w, latent=x,
                       grid=hier.leaf_order(), code=code, groups=np.asarray(hier.parent[l], dtype=np.int64),
-                      members=_ancestors(hier, l), order=order, spacing=spacing)
+                      members=hier.leaf_ancestors(l), order=order, spacing=spacing)

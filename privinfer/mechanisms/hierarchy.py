@@ -152,6 +152,10 @@ class Hierarchy:
         out[self.leaf_unit * self.d + self.combination] = np.arange(self.n)
         return out.reshape(-1, self.d)
 
+    def leaf_ancestors(self, level) -> np.ndarray:
+        """Each lowest-level unit's ancestor at ``level`` ``(U_leaf,)`` (the unit of its first cell)."""
+        return np.asarray(self.unit_of_cell[self.level_index(level)], dtype=np.int64)[self.leaf_order()[:, 0]]
+
     def axes(self, keep) -> tuple:
         """Attribute axes of a tuple of attribute names."""
         out = []

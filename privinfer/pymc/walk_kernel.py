@@ -133,14 +133,13 @@ def unit_loglik(X, theta, kappa):
     return rows_loglik(X, theta, kappa)
 
 
-def unit_score_info(X, theta, kappa, onehot, order: int = 1, spacing=None):
+def unit_score_info(X, theta, kappa, code, K: int, order: int = 1, spacing=None):
     r"""Gradient of :math:`\ell_u` with respect to the unit's increments ``(U, K-1)`` and the
-    Fisher-type information ``(U, K-1, K-1)`` (module docstring).  ``onehot`` ``(d, K)``: the
-    cells' categories; ``order`` 2: with respect to the raw increments of a second-order walk
-    (:func:`slopes`, with its ``spacing``; gradient ``M^T g``, information ``M^T I M``)."""
-    onehot = np.asarray(onehot)
-    code = np.argmax(onehot, axis=1)
-    return rows_score_info(X, theta, kappa, code, onehot.shape[1], order, spacing)
+    Fisher-type information ``(U, K-1, K-1)`` (module docstring).  ``code`` ``(d,)``: the
+    cells' categories ``0..K-1``; ``order`` 2: with respect to the raw increments of a
+    second-order walk (:func:`slopes`, with its ``spacing``; gradient ``M^T g``, information
+    ``M^T I M``)."""
+    return rows_score_info(X, theta, kappa, code, K, order, spacing)
 
 
 def empirical_increments(X, base, code, order: int = 1, spacing=None):
@@ -360,7 +359,7 @@ def unit_rows(units, members, n_units: int):
     return rows, at[rows]
 
 
-def _start(data, kappa, prec, code, onehot, order, spacing=None):
+def _start(data, kappa, prec, code, order, spacing=None):
     r"""The scoring's start: the mode of the move's conditional with each row's log likelihood
     replaced by its quadratic approximation at the row's empirical increments :math:`\hat e_p`
     (information :math:`I_p` there),
@@ -377,11 +376,12 @@ def _start(data, kappa, prec, code, onehot, order, spacing=None):
     increments (which alone lie far from the mode, in the precision's metric, when the
     prior precision is large)."""
     rhs, lhs = 0.0, 0.0
+    K = prec.size + 1
     for Xs, bs, es, ds, sg, at in data:
         n = ds.shape[0]
         e_hat = empirical_increments(Xs, bs, code, order, spacing)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-            info = unit_score_info(Xs, bs + walk_offsets(e_hat, code, order, spacing), kappa, onehot, order, spacing)[1]
+            info = unit_score_info(Xs, bs + walk_offsets(e_hat, code, order, spacing), kappa, code, K, order, spacing)[1]
         info = np.where(np.isfinite(info), info, 0.0)
         rhs = rhs + sg * (_sum_rows(np.einsum("mkl,ml->mk", info, e_hat - es), at, n) - ds * prec)
         lhs = lhs + _sum_rows(info, at, n) + np.diag(prec)[None]
@@ -405,7 +405,6 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
     if n_moves == 0:
         return np.zeros(0, dtype=bool)
     K1 = eta.shape[1]
-    onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
     prec = 1.0 / sigma**2
     data = []
     for u, sg in parts:
@@ -433,13 +432,13 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
             sh = sg * D
             gu, iu = unit_score_info(Xs[sel], bs[sel] + walk_offsets(es[sel] + (sh if here is None else sh[here]),
                                                                      code, order, spacing),
-                                     kappa, onehot, order, spacing)
+                                     kappa, code, K1 + 1, order, spacing)
             g += sg * (_sum_rows(gu, here, moves.size) - (ds[moves] + sh) * prec)
             Q += _sum_rows(iu, here, moves.size)
         Q += len(data) * np.diag(prec)[None]
         return g, Q
 
-    start = _start(data, kappa, prec, code, onehot, order, spacing)
+    start = _start(data, kappa, prec, code, order, spacing)
     if mode:
         step, _, _, accept = _newton(score, start, MAX_NEWTON, target)
     else:
@@ -583,9 +582,8 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     :class:`~privinfer.pymc.WalkGibbs` tunes it during warm-up only); ``steps``: the stepping
     out's limit (:func:`slice_coordinate`)."""
     U, K1 = delta.shape
-    onehot = np.eye(K1 + 1)[np.asarray(code, dtype=np.int64)]
     e = empirical_increments(X, base, code, order, spacing)
-    _, Q = unit_score_info(X, base + walk_offsets(e, code, order, spacing), kappa, onehot, order, spacing)
+    _, Q = unit_score_info(X, base + walk_offsets(e, code, order, spacing), kappa, code, K1 + 1, order, spacing)
     Qbar = Q.mean(axis=0)
     s2 = float(prior_scale) ** 2
     if groups is None:
