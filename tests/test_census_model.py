@@ -645,3 +645,77 @@ def test_started_variables_keep_their_laws():
         p = {v.name: rng.normal(0.0, 3.0, np.shape(point[v.name])) for v in ref.value_vars}
         q = dict(point, **p)
         np.testing.assert_allclose([np.sum(v) for v in mine(q)], [np.sum(v) for v in theirs(p)], rtol=1e-12)
+
+
+def test_departure_starts_recover_a_known_spread():
+    # 400 units in 2 sibling groups, K = 5 categories x m = 2 sexes: sex contrasts with spread
+    # tau_k between siblings, observed with log-count variances from 1e-4 to 1e-2 (units differing
+    # in size 100-fold); DerSimonian-Laird on 400 units: where tau^2 dominates the noise, tau's
+    # relative sd is about 1/sqrt(2 x 400) = 3.5%, about doubled where the noise is comparable
+    # (tau = 0.05 against noise sds up to 0.07); 0.25 is over 3.5 sds
+    from privinfer.census.starts import start_departures
+
+    rng = np.random.default_rng(11)
+    U, K, m = 400, 5, 2
+    tau = np.array([0.05, 0.1, 0.2, 0.4, 0.08])
+    parent = np.repeat([0, 1], U // 2)
+    v = np.exp(rng.uniform(np.log(1e-4), np.log(1e-2), (U, K * m)))
+    z = rng.normal(0.0, 1.0, (U, K, m))
+    z -= z.mean(axis=2, keepdims=True)
+    true = (tau[None, :, None] * z).reshape(U, K * m) + np.tile(rng.normal(0, 1, K * m), (2, 1))[parent]
+    logs = true + rng.normal(0.0, np.sqrt(v))
+    est_tau, z0 = start_departures(np.exp(logs), v, parent, (K, m), axis=0)
+    assert np.all(np.abs(np.log(est_tau / tau)) < 0.25)
+    np.testing.assert_allclose(z0.sum(axis=2), 0.0, atol=1e-12)
+    assert np.corrcoef(z0.ravel(), z.ravel())[0, 1] > 0.8       # the shrunk contrasts track the truth
+
+
+def test_unit_tables_of_an_aggregated_level_use_the_sums_own_variances():
+    # a county's cell is a sum of its tracts' cells: its GLS variance is the tree's, which the
+    # sum of the cells' variances overstates (their covariances are negative under the county's
+    # own measurements)
+    from privinfer.census.model import _unit_tables
+    from privinfer.inference import gls_estimate
+
+    f, rel = small_release()
+    hier = rel.mechanism.hierarchy
+    est = gls_estimate(rel)
+    n, s2 = _unit_tables(hier, 1, est)
+    unit, comb = np.asarray(hier.unit_of_cell[1]), hier.combination
+    for u, c in [(0, 0), (1, 3), (2, hier.d - 1)]:
+        w = ((unit == u) & (comb == c)).astype(float)
+        assert (s2[u, c] - 1 / n[u, c]) * n[u, c] ** 2 == pytest.approx(float(est.variance(w)), rel=1e-9)
+    _, s2_leaf = _unit_tables(hier, hier.depth - 1, est)
+    grid = hier.leaf_order()
+    xh = np.maximum(est.x, 0.5)[grid]
+    np.testing.assert_allclose((s2_leaf - 1 / xh) * xh**2, est.se[grid] ** 2, rtol=1e-9)
+
+
+def test_middle_departures_start_from_the_gls_estimate_and_keep_their_laws():
+    from privinfer.census.model import _smooth_axis, _unit_tables
+    from privinfer.census.starts import start_departures
+    from privinfer.inference import gls_estimate
+
+    f, rel = small_release()
+    hier = rel.mechanism.hierarchy
+    model = hierarchy_model(rel, smooth="age", smooth_levels="all")
+    est = gls_estimate(rel)
+    n, s2 = _unit_tables(hier, 1, est)
+    tau, z = start_departures(n, s2, np.asarray(hier.parent[1]), hier.shape, _smooth_axis(hier, "age"))
+    point = model.initial_point()
+    outs = model.replace_rvs_by_values([model["scale_county"], model["departure_county"]])
+    got_tau, got_z = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore")(point)
+    np.testing.assert_allclose(got_tau, tau, rtol=1e-10)
+    np.testing.assert_allclose(got_z, z, atol=1e-10)
+    K, U, m = tau.size, hier.n_units(1), hier.d // tau.size
+    rescaled = model.rvs_to_transforms[model["scale_county"]].transform_list[-1]
+    with pm.Model() as ref:
+        pm.HalfNormal("scale_county", sigma=1.0, shape=(K,), transform=rescaled)
+        pm.ZeroSumNormal("departure_county", sigma=1.0, shape=(U, K, m))
+    mine = model.compile_logp(vars=[model["scale_county"], model["departure_county"]], sum=False)
+    theirs = ref.compile_logp(sum=False)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        p = {v.name: rng.normal(0.0, 1.0, np.shape(point[v.name])) for v in ref.value_vars}
+        np.testing.assert_allclose([np.sum(v) for v in mine(dict(point, **p))], [np.sum(v) for v in theirs(p)],
+                                   rtol=1e-12)

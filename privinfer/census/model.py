@@ -147,7 +147,7 @@ from ..mechanisms.noisy_measurements import MeasurementRelease
 from ..pymc import (DirichletMultinomialCells, Rescaled, increments_from_steps, lattice_latent, observe,
                     register_cell_effects, register_walk)
 from .ages import category_midpoints
-from .starts import start_overdispersion, start_profile
+from .starts import start_departures, start_overdispersion, start_profile
 
 __all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS", "SMOOTH_LEVEL_UNITS", "CELL_EFFECTS_OVERDISPERSION"]
 
@@ -196,10 +196,11 @@ def start_point(release, estimate=None) -> np.ndarray:
 
 
 def _overdispersion(hier, est, axis, fixed, h_phi: float):
-    """The overdispersion :math:`\phi = 1/\sqrt\kappa` (a cell's share has relative sd about
+    r"""The overdispersion :math:`\phi = 1/\sqrt\kappa` (a cell's share has relative sd about
     :math:`\phi/\sqrt p`): learned (``fixed`` None; a half-normal started at
-    :func:`~privinfer.census.starts.start_overdispersion` -- its support point, not a PyMC ``initval``, which PyMC's graph
-    rebuilds such as ``pm.compute_log_likelihood`` refuse) or the constant ``fixed``."""
+    :func:`~privinfer.census.starts.start_overdispersion` -- its support point, not a PyMC
+    ``initval``, which PyMC's graph rebuilds such as ``pm.compute_log_likelihood`` refuse) or the
+    constant ``fixed``."""
     if fixed is not None:
         return pt.constant(float(fixed))
     start = start_overdispersion(hier, est, axis)
@@ -208,29 +209,29 @@ def _overdispersion(hier, est, axis, fixed, h_phi: float):
                          transform=Rescaled(h_phi))
 
 
-def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_scale: dict, top_start,
-              middle=None):
+def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_scale: dict, est, middle=None):
     r"""The log profiles :math:`\theta` of the units of every level above the lowest (in the
     model's context); returns the lowest level's parents' profiles ``(U_{L-2}, d)`` (the
     state's, as one row, when the lowest level is the top) and the parts they are the sums of:
     ``[(level, departures, walk)]``, the top's ``(0, profile (1, d), None)`` first.  The top
     profile and the log scales are NUTS's coordinates divided by ``h_top`` and
     ``h_scale[level]``, rough posterior sds (:func:`_coordinate_scales`); the top profile's
-    support point, where the chains start, is ``top_start`` (:func:`~privinfer.census.starts.start_profile`; a zero-sum
-    normal written as a custom distribution for that, its law unchanged).  ``middle``: None, or
+    support point, where the chains start, is :func:`~privinfer.census.starts.start_profile` of the
+    GLS estimate ``est`` (a zero-sum normal written as a custom distribution for that, its law
+    unchanged).  ``middle``: None, or
     ``(axis, walk)`` with ``walk(level)`` a middle level's smooth departures along ``axis``
     (:func:`_smooth_departures`'s tuple): its departures are then the contrasts the walk
     leaves (:func:`_departures`)."""
     theta = pm.CustomDist(f"log_profile_{hier.levels[0]}", profile_scale,
                           dist=lambda s, size: pm.ZeroSumNormal.dist(sigma=s, shape=(hier.d,)),
-                          support_point=lambda rv, size, s: pt.as_tensor(top_start), shape=(hier.d,),
+                          support_point=lambda rv, size, s: pt.as_tensor(start_profile(hier, est)), shape=(hier.d,),
                           dims="combination", default_transform=ZeroSumTransform([-1]), transform=Rescaled(h_top))
     theta = theta[None, :]
     parts = [(0, theta, None)]
     for l in range(1, hier.depth - 1):
         name = hier.levels[l]
         walk = None if middle is None else middle[1](l)
-        dep = _departures(hier, l, scale_prior, h_scale[l], None if walk is None else middle[0])
+        dep = _departures(hier, l, scale_prior, h_scale[l], est, None if walk is None else middle[0])
         theta = theta[np.asarray(hier.parent[l], dtype=np.int64)]
         theta = theta + sum(t for t in (dep, None if walk is None else walk[0]) if t is not None)
         pm.Deterministic(f"log_profile_{name}", theta, dims=(name, "combination"))
@@ -238,14 +239,17 @@ def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_sc
     return theta, parts
 
 
-def _departures(hier, l: int, scale_prior: float, h: float, axis=None):
+def _departures(hier, l: int, scale_prior: float, h: float, est, axis=None):
     r"""Level ``l``'s units' departures from their parents' profiles ``(U_l, d)``:
     :math:`\tau \odot (z_v - \bar z_{\mathrm{pa}(v)})`, ``z`` zero-sum over the attribute
     combinations, one scale per combination (module docstring).  With ``axis`` (the units also
     depart smoothly along that attribute, :func:`_smooth_departures`), only what that walk
     cannot give: ``z`` sums to zero over the other attributes' combinations within every
     category of ``axis`` (e.g. a county's sex contrasts at every age; its age profile is the
-    walk's), one scale per category of ``axis``; None when ``axis`` is the only attribute."""
+    walk's), one scale per category of ``axis``, both started at
+    :func:`~privinfer.census.starts.start_departures` of the GLS estimate ``est`` (support points
+    of custom distributions with the half-normal's and the zero-sum normal's laws); None when
+    ``axis`` is the only attribute."""
     name, U = hier.levels[l], hier.n_units(l)
     par = np.asarray(hier.parent[l], dtype=np.int64)
     if axis is None:
@@ -260,8 +264,14 @@ def _departures(hier, l: int, scale_prior: float, h: float, axis=None):
     coords = np.unravel_index(np.arange(hier.d), hier.shape)
     rest = np.ravel_multi_index([c for i, c in enumerate(coords) if i != axis],
                                 [k for i, k in enumerate(hier.shape) if i != axis])
-    scale = pm.HalfNormal(f"scale_{name}", sigma=scale_prior, shape=(K,), transform=Rescaled(h))
-    z = pm.ZeroSumNormal(f"departure_{name}", sigma=1.0, shape=(U, K, m))   # zero-sum over the last axis
+    n, s2 = _unit_tables(hier, l, est)
+    tau0, z0 = start_departures(n, s2, par, hier.shape, axis)
+    scale = pm.CustomDist(f"scale_{name}", scale_prior, dist=lambda s, size: pm.HalfNormal.dist(sigma=s, size=size),
+                          support_point=lambda rv, size, s: pt.as_tensor(tau0), shape=(K,), default_transform=log,
+                          transform=Rescaled(h))
+    z = pm.CustomDist(f"departure_{name}", 1.0, dist=lambda s, size: pm.ZeroSumNormal.dist(sigma=s, shape=(U, K, m)),
+                      support_point=lambda rv, size, s: pt.as_tensor(z0), shape=(U, K, m),
+                      default_transform=ZeroSumTransform([-1]))                 # zero-sum over the last axis
     flat = z.reshape((U, K * m))[:, coords[axis] * m + rest]
     return scale[coords[axis]][None, :] * _sibling_centred(flat, par)
 
@@ -342,7 +352,7 @@ def _noncentering_weights(dep, s2):
 
 def _unit_tables(hier, level: int, est, axis=None):
     """GLS estimates (positive part, at least 0.5) of the units' attribute tables at ``level``
-    and their measurement variances (per-cell variances summed), ``(U, d)``; summed over the
+    and their measurement variances, ``(U, d)``; summed over the
     other attributes when ``axis`` is given (``(U, K)``)."""
     xhat = np.maximum(np.asarray(est.x, float), 0.5)
     var = np.asarray(est.se, float) ** 2
@@ -354,7 +364,15 @@ def _unit_tables(hier, level: int, est, axis=None):
     U = hier.n_units(level)
     idx = unit * k + col
     n = np.bincount(idx, weights=xhat, minlength=U * k).reshape(U, k)
-    v = np.bincount(idx, weights=var, minlength=U * k).reshape(U, k)
+    solver = getattr(est, "solver", None)
+    if level < hier.depth - 1 and solver is not None:
+        # a sum of cells: its own variance (the tree's unit covariances), not the sum of the cells'
+        # variances, which leaves out their covariances (on Kentucky's counties, several times larger)
+        cov = solver.unit_covariance(level)
+        B = np.eye(hier.d) if axis is None else np.eye(k)[np.unravel_index(np.arange(hier.d), hier.shape)[axis]]
+        v = np.einsum("uij,ik,jk->uk", cov, B, B)
+    else:
+        v = np.bincount(idx, weights=var, minlength=U * k).reshape(U, k)
     return n, 1.0 / n + v / n**2              # counts and the variances of their logs
 
 
@@ -633,8 +651,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         h_top, h_scale, h_phi = _coordinate_scales(hier, est)
         middle = _middle(hier, axis, smooth_levels, est, walk_steps == "gibbs", walk_order, float(step_prior),
                          smooth_positions)
-        theta, parts = _profiles(hier, float(profile_scale), float(scale_prior), h_top, h_scale,
-                                 start_profile(hier, est), middle)
+        theta, parts = _profiles(hier, float(profile_scale), float(scale_prior), h_top, h_scale, est, middle)
         kappa = pm.Deterministic("concentration", 1.0 / _overdispersion(hier, est, axis, overdispersion, h_phi) ** 2)
         base, walk, eta, eps = _leaf_profiles(hier, theta, axis, est, walk_steps == "gibbs", walk_order,
                                               float(step_prior), float(cell_effect_prior) if cell_effects else None,

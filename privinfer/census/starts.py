@@ -10,7 +10,7 @@ import numpy as np
 
 from ..pymc.dm_rows import scatter_rows
 
-__all__ = ["start_profile", "start_overdispersion"]
+__all__ = ["start_profile", "start_overdispersion", "start_departures"]
 
 
 def start_profile(hier, est) -> np.ndarray:
@@ -89,3 +89,52 @@ def start_overdispersion(hier, est, axis) -> float:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
     return float(np.clip(np.exp(-0.5 * lo), 1e-4, 1.0))
+
+
+def start_departures(counts, var, parent, shape, axis: int):
+    r"""Starting values of a middle level's departure scales :math:`\tau_k` and standardized
+    departures :math:`z` ``(U, K, m)`` in the form with a walk along ``axis`` (``K`` categories;
+    ``m`` combinations of the other attributes, over which ``z`` sums to zero), by the method of
+    moments on the units' GLS tables: ``counts`` ``(U, d)`` (positive) with their log counts'
+    sampling variances ``var``, ``parent`` ``(U,)`` the units' parents, ``shape`` the attributes'
+    sizes.  Under the model the contrasts :math:`c_{u,k,j} = \log n_{u,k,j} -
+    \frac1m\sum_{j'}\log n_{u,k,j'}` vary between siblings with variance :math:`t_k =
+    \tau_k^2 (1 - 1/m)` around their parent's, each observed with noise of variance about
+    :math:`s_{u,k,j} = (1 - 1/m)\,v_{u,k,j}` (``v`` the log counts' variance); the units
+    differ in size by orders of magnitude, so :math:`t_k` is the DerSimonian--Laird estimate
+    (weights :math:`w = 1/s`, sibling groups' weighted means :math:`\bar c_g`)
+
+    .. math:: \hat t_k = \max\Big(\frac{\sum_{j}\sum_u w\,(c - \bar c_g)^2 - m\sum_g (n_g - 1)}
+              {\sum_j\sum_g \big(\sum_{u \in g} w - \sum_{u \in g} w^2 / \sum_{u \in g} w\big)},
+              \ 10^{-4}(1 - 1/m)\Big),\qquad
+              z = \frac{c - \bar c_g}{\hat\tau_k}\,\frac{\hat t_k}{\hat t_k + s}
+
+    (the contrasts shrunk by their reliability, then centred over ``j``).  Why: PyMC would start
+    every :math:`\tau_k` at the prior's scale and ``z`` at 0; on all Kentucky tracts (posterior
+    :math:`\tau_k` about 0.005-0.1 for the counties' sex contrasts) NUTS spent its first 50
+    iterations travelling from there, at tree depths of 7."""
+    U, d = counts.shape
+    K = shape[axis]
+    m = d // K
+    coords = np.unravel_index(np.arange(d), shape)
+    rest = np.ravel_multi_index([c for i, c in enumerate(coords) if i != axis],
+                                [k for i, k in enumerate(shape) if i != axis])
+    parent = np.asarray(parent, dtype=np.int64)
+    size = np.bincount(parent)
+    if m < 2 or not (size > 1).any():
+        return np.full(K, 1.0), np.zeros((U, K, m))
+    logs = np.zeros((U, K, m))
+    s = np.zeros((U, K, m))
+    logs[:, coords[axis], rest] = np.log(counts)
+    s[:, coords[axis], rest] = (1.0 - 1.0 / m) * np.asarray(var, dtype=float)
+    c = (logs - logs.mean(axis=2, keepdims=True)).reshape(U, -1)
+    w = 1.0 / s.reshape(U, -1)
+    sw = scatter_rows(w, parent, size.size)
+    c = c - (scatter_rows(w * c, parent, size.size) / sw)[parent]          # less the weighted sibling mean
+    q = (w * c**2).reshape(U, K, m).sum(axis=(0, 2))
+    den = (sw - scatter_rows(w**2, parent, size.size) / sw).reshape(-1, K, m).sum(axis=(0, 2))
+    t = np.maximum((q - m * (size - 1).sum()) / den, 1e-4 * (1.0 - 1.0 / m))
+    tau = np.sqrt(t / (1.0 - 1.0 / m))
+    c = c.reshape(U, K, m)
+    z = c / tau[None, :, None] * (t[None, :, None] / (t[None, :, None] + s))
+    return tau, z - z.mean(axis=2, keepdims=True)
