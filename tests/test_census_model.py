@@ -626,6 +626,19 @@ def test_chains_start_from_the_gls_estimate():
     assert phi == pytest.approx(start_overdispersion(hier, est, _smooth_axis(hier, "auto")), rel=1e-10)
 
 
+def _assert_same_log_densities(model, ref, seed, sd):
+    """``model``'s log densities of ``ref``'s variables equal ``ref``'s at 3 random points of the
+    free coordinates (normal with sd ``sd``), the transforms' Jacobians included."""
+    mine = model.compile_logp(vars=[model[v.name] for v in ref.free_RVs], sum=False)
+    theirs = ref.compile_logp(sum=False)
+    rng = np.random.default_rng(seed)
+    point = model.initial_point()
+    for _ in range(3):
+        p = {v.name: rng.normal(0.0, sd, np.shape(point[v.name])) for v in ref.value_vars}
+        np.testing.assert_allclose([np.sum(v) for v in mine(dict(point, **p))], [np.sum(v) for v in theirs(p)],
+                                   rtol=1e-12)
+
+
 def test_started_variables_keep_their_laws():
     """The custom-distribution forms of the top profile and the overdispersion have the zero-sum
     normal's and the half-normal's log densities, Jacobians of their free coordinates included."""
@@ -637,14 +650,7 @@ def test_started_variables_keep_their_laws():
     with pm.Model() as ref:
         pm.ZeroSumNormal("log_profile_state", sigma=3.0, shape=(d,), transform=rescaled["log_profile_state"])
         pm.HalfNormal("overdispersion", sigma=0.3, transform=rescaled["overdispersion"])
-    mine = model.compile_logp(vars=[model["log_profile_state"], model["overdispersion"]], sum=False)
-    theirs = ref.compile_logp(sum=False)
-    rng = np.random.default_rng(0)
-    point = model.initial_point()
-    for _ in range(3):
-        p = {v.name: rng.normal(0.0, 3.0, np.shape(point[v.name])) for v in ref.value_vars}
-        q = dict(point, **p)
-        np.testing.assert_allclose([np.sum(v) for v in mine(q)], [np.sum(v) for v in theirs(p)], rtol=1e-12)
+    _assert_same_log_densities(model, ref, 0, 3.0)
 
 
 def test_departure_starts_recover_a_known_spread():
@@ -664,7 +670,7 @@ def test_departure_starts_recover_a_known_spread():
     z -= z.mean(axis=2, keepdims=True)
     true = (tau[None, :, None] * z).reshape(U, K * m) + np.tile(rng.normal(0, 1, K * m), (2, 1))[parent]
     logs = true + rng.normal(0.0, np.sqrt(v))
-    est_tau, z0 = start_departures(np.exp(logs), v, parent, (K, m), axis=0)
+    est_tau, z0 = start_departures(np.exp(logs), v, parent, np.arange(K * m), K)
     assert np.all(np.abs(np.log(est_tau / tau)) < 0.25)
     np.testing.assert_allclose(z0.sum(axis=2), 0.0, atol=1e-12)
     assert np.corrcoef(z0.ravel(), z.ravel())[0, 1] > 0.8       # the shrunk contrasts track the truth
@@ -701,21 +707,19 @@ def test_middle_departures_start_from_the_gls_estimate_and_keep_their_laws():
     model = hierarchy_model(rel, smooth="age", smooth_levels="all")
     est = gls_estimate(rel)
     n, s2 = _unit_tables(hier, 1, est)
-    tau, z = start_departures(n, s2, np.asarray(hier.parent[1]), hier.shape, _smooth_axis(hier, "age"))
+    axis = _smooth_axis(hier, "age")
+    K = hier.shape[axis]
+    coords = np.unravel_index(np.arange(hier.d), hier.shape)
+    columns = coords[axis] * (hier.d // K) + coords[1 - axis]      # (age, sex) layout of z's last axes
+    tau, z = start_departures(n, s2, np.asarray(hier.parent[1]), columns, K)
     point = model.initial_point()
     outs = model.replace_rvs_by_values([model["scale_county"], model["departure_county"]])
     got_tau, got_z = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore")(point)
     np.testing.assert_allclose(got_tau, tau, rtol=1e-10)
     np.testing.assert_allclose(got_z, z, atol=1e-10)
-    K, U, m = tau.size, hier.n_units(1), hier.d // tau.size
+    U, m = hier.n_units(1), hier.d // K
     rescaled = model.rvs_to_transforms[model["scale_county"]].transform_list[-1]
     with pm.Model() as ref:
         pm.HalfNormal("scale_county", sigma=1.0, shape=(K,), transform=rescaled)
         pm.ZeroSumNormal("departure_county", sigma=1.0, shape=(U, K, m))
-    mine = model.compile_logp(vars=[model["scale_county"], model["departure_county"]], sum=False)
-    theirs = ref.compile_logp(sum=False)
-    rng = np.random.default_rng(1)
-    for _ in range(3):
-        p = {v.name: rng.normal(0.0, 1.0, np.shape(point[v.name])) for v in ref.value_vars}
-        np.testing.assert_allclose([np.sum(v) for v in mine(dict(point, **p))], [np.sum(v) for v in theirs(p)],
-                                   rtol=1e-12)
+    _assert_same_log_densities(model, ref, 1, 1.0)

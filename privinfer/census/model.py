@@ -119,9 +119,12 @@ posterior sds from the GLS estimate (:class:`~privinfer.pymc.Rescaled`: the same
 identity mass matrix NUTS keeps for its first 101 iterations fits (Kentucky's tracts: 85
 leapfrog steps per iteration there instead of 240, 2 x 17,500 fewer in the warm-up).  The chains
 start from the GLS estimate: the cells at :func:`start_point`, the top profile at the pooled
-estimate's log (:func:`~privinfer.census.starts.start_profile`) and the overdispersion at a method-of-moments value
-(:func:`~privinfer.census.starts.start_overdispersion`) -- from PyMC's defaults (a flat profile, :math:`\kappa = 11`)
-the walks of Kentucky's counties of one tract ran away in the warm-up's first iterations.
+estimate's log (:func:`~privinfer.census.starts.start_profile`), the overdispersion at a
+method-of-moments value (:func:`~privinfer.census.starts.start_overdispersion`) and the middle
+levels' departures at a DerSimonian--Laird estimate
+(:func:`~privinfer.census.starts.start_departures`) -- from PyMC's defaults (a flat profile,
+:math:`\kappa = 11`) the walks of Kentucky's counties of one tract ran away in the warm-up's first
+iterations.
 ``walk_steps="nuts"``: NUTS for every continuous parameter, the walk's increments partially
 non-centred (Papaspiliopoulos, Roberts and Skold 2007: each increment between its centred and
 non-centred form by how well the release determines it; the prior is the same for every
@@ -222,9 +225,10 @@ def _profiles(hier, profile_scale: float, scale_prior: float, h_top: float, h_sc
     ``(axis, walk)`` with ``walk(level)`` a middle level's smooth departures along ``axis``
     (:func:`_smooth_departures`'s tuple): its departures are then the contrasts the walk
     leaves (:func:`_departures`)."""
+    top = start_profile(hier, est)
     theta = pm.CustomDist(f"log_profile_{hier.levels[0]}", profile_scale,
                           dist=lambda s, size: pm.ZeroSumNormal.dist(sigma=s, shape=(hier.d,)),
-                          support_point=lambda rv, size, s: pt.as_tensor(start_profile(hier, est)), shape=(hier.d,),
+                          support_point=lambda rv, size, s: pt.as_tensor(top), shape=(hier.d,),
                           dims="combination", default_transform=ZeroSumTransform([-1]), transform=Rescaled(h_top))
     theta = theta[None, :]
     parts = [(0, theta, None)]
@@ -264,15 +268,16 @@ def _departures(hier, l: int, scale_prior: float, h: float, est, axis=None):
     coords = np.unravel_index(np.arange(hier.d), hier.shape)
     rest = np.ravel_multi_index([c for i, c in enumerate(coords) if i != axis],
                                 [k for i, k in enumerate(hier.shape) if i != axis])
+    columns = coords[axis] * m + rest            # each combination's place in z's (K, m) axes
     n, s2 = _unit_tables(hier, l, est)
-    tau0, z0 = start_departures(n, s2, par, hier.shape, axis)
+    tau0, z0 = start_departures(n, s2, par, columns, K)
     scale = pm.CustomDist(f"scale_{name}", scale_prior, dist=lambda s, size: pm.HalfNormal.dist(sigma=s, size=size),
                           support_point=lambda rv, size, s: pt.as_tensor(tau0), shape=(K,), default_transform=log,
                           transform=Rescaled(h))
     z = pm.CustomDist(f"departure_{name}", 1.0, dist=lambda s, size: pm.ZeroSumNormal.dist(sigma=s, shape=(U, K, m)),
                       support_point=lambda rv, size, s: pt.as_tensor(z0), shape=(U, K, m),
                       default_transform=ZeroSumTransform([-1]))                 # zero-sum over the last axis
-    flat = z.reshape((U, K * m))[:, coords[axis] * m + rest]
+    flat = z.reshape((U, K * m))[:, columns]
     return scale[coords[axis]][None, :] * _sibling_centred(flat, par)
 
 

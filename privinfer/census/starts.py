@@ -1,6 +1,6 @@
-r"""Where the census model's chains start: the top level's log profile and the overdispersion
-from the GLS estimate (:mod:`privinfer.census.model`'s docstring says why
-its defaults matter).  Starting values for a sampler, not priors: the model's laws do not
+r"""Where the census model's chains start: the top level's log profile, the overdispersion and
+the middle levels' departures from the GLS estimate (:mod:`privinfer.census.model`'s docstring
+says why PyMC's defaults matter).  Starting values for a sampler, not priors: the model's laws do not
 depend on them.
 """
 
@@ -91,13 +91,13 @@ def start_overdispersion(hier, est, axis) -> float:
     return float(np.clip(np.exp(-0.5 * lo), 1e-4, 1.0))
 
 
-def start_departures(counts, var, parent, shape, axis: int):
+def start_departures(counts, var, parent, columns, K: int):
     r"""Starting values of a middle level's departure scales :math:`\tau_k` and standardized
-    departures :math:`z` ``(U, K, m)`` in the form with a walk along ``axis`` (``K`` categories;
-    ``m`` combinations of the other attributes, over which ``z`` sums to zero), by the method of
-    moments on the units' GLS tables: ``counts`` ``(U, d)`` (positive) with their log counts'
-    sampling variances ``var``, ``parent`` ``(U,)`` the units' parents, ``shape`` the attributes'
-    sizes.  Under the model the contrasts :math:`c_{u,k,j} = \log n_{u,k,j} -
+    departures :math:`z` ``(U, K, m)`` in the form with a walk along one attribute (``K``
+    categories; ``m`` combinations of the other attributes, over which ``z`` sums to zero), by the
+    method of moments on the units' GLS tables: ``counts`` ``(U, d)`` (positive) with their log
+    counts' sampling variances ``var``, ``parent`` ``(U,)`` the units' parents, ``columns``
+    ``(d,)`` each attribute combination's position ``k * m + j`` in ``z``'s last two axes.  Under the model the contrasts :math:`c_{u,k,j} = \log n_{u,k,j} -
     \frac1m\sum_{j'}\log n_{u,k,j'}` vary between siblings with variance :math:`t_k =
     \tau_k^2 (1 - 1/m)` around their parent's, each observed with noise of variance about
     :math:`s_{u,k,j} = (1 - 1/m)\,v_{u,k,j}` (``v`` the log counts' variance); the units
@@ -114,19 +114,17 @@ def start_departures(counts, var, parent, shape, axis: int):
     :math:`\tau_k` about 0.005-0.1 for the counties' sex contrasts) NUTS spent its first 50
     iterations travelling from there, at tree depths of 7."""
     U, d = counts.shape
-    K = shape[axis]
     m = d // K
-    coords = np.unravel_index(np.arange(d), shape)
-    rest = np.ravel_multi_index([c for i, c in enumerate(coords) if i != axis],
-                                [k for i, k in enumerate(shape) if i != axis])
     parent = np.asarray(parent, dtype=np.int64)
     size = np.bincount(parent)
     if m < 2 or not (size > 1).any():
         return np.full(K, 1.0), np.zeros((U, K, m))
-    logs = np.zeros((U, K, m))
-    s = np.zeros((U, K, m))
-    logs[:, coords[axis], rest] = np.log(counts)
-    s[:, coords[axis], rest] = (1.0 - 1.0 / m) * np.asarray(var, dtype=float)
+    logs = np.zeros((U, K * m))
+    s = np.zeros((U, K * m))
+    logs[:, columns] = np.log(counts)
+    s[:, columns] = (1.0 - 1.0 / m) * np.asarray(var, dtype=float)
+    logs = logs.reshape(U, K, m)
+    s = s.reshape(U, K, m)
     c = (logs - logs.mean(axis=2, keepdims=True)).reshape(U, -1)
     w = 1.0 / s.reshape(U, -1)
     sw = scatter_rows(w, parent, size.size)
