@@ -43,11 +43,11 @@ cells beside the Dirichlet-multinomial (whose overdispersion is then fixed, 0.00
 Run: ``python benchmarks/bench_hierarchy_model.py [--table tracts|counties] [--counties N] [--draws 500]
 [--tune 500] [--mode NUMBA] [--walk-steps auto|gibbs|nuts]``
 
-The full tracts' budget is ``--tune 200 --draws 400 --mode NUMBA``: 986 s and 2.0 GB on 2 cores
-with today's default model (the counties' walks on), 6 pair-move sweeps per iteration and the
-compiled per-row walk terms (1,086 s before them; 977 s with 3 sweeps, the cells' median bulk
+The full tracts' budget is ``--tune 200 --draws 400 --mode NUMBA``: 925-986 s and 2.0 GB on 2
+cores with today's default model (the counties' walks on), 6 pair-move sweeps per iteration and
+the compiled per-row walk terms (1,086 s before them; 977 s with 3 sweeps, the cells' median bulk
 ESS 334 against 482 of 800); the model without the counties' walks took 585 s (769 s on a
-slower machine).
+slower machine, on which the default model takes 1,364-1,390 s).
 Cells under 30 are covered 0.940 by their integer intervals, whose posterior mass is 0.920: the
 randomized coverage is 0.923 (all cells 0.909), so most of their over-coverage is discreteness.
 The chains reach their stationary range within about 100 iterations (window means of the step

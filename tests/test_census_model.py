@@ -487,7 +487,7 @@ def test_middle_levels_walk_is_registered_with_what_it_departs_from():
         assert len(selected[WalkGibbs]) == 4
         step = WalkGibbs(vars=selected[WalkGibbs], rng=np.random.default_rng(3))
     assert isinstance(step, CompoundStep) and [type(m) for m in step.methods] == [WalkGibbs, WalkGibbs]
-    assert [m.scale_update for m in step.methods] == ["transport", "noncentred"]
+    assert [m.scale_update for m in step.methods] == ["transport", "unit_transport"]
 
 
 def test_sampling_with_walks_at_two_levels_moves_both_and_keeps_the_invariant():

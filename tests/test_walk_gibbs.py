@@ -328,22 +328,30 @@ def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, 
     logd = _transport_logd(grid[:, None], X, B, kappa, CODE, grouped, xi, nu, s0)
     n = 2500
     lam0, cdf = _grid_draws(logd, grid, n, rng)
-    out = np.empty(n)
+    _assert_invariant_against_noncentred(
+        rng, wk.scale_update_transport,
+        lambda l: _transport_state(np.array([[l]]), X, B, kappa, CODE, grouped, xi, nu)[1][0],
+        lam0, grid, cdf, steps, (X, B, groups, kappa, CODE, s0), None)
+
+
+def _assert_invariant_against_noncentred(rng, update, delta_at, lam0, grid, cdf, steps, case, members):
+    """One ``update`` of every exact draw ``lam0`` of a log scale, from the raw increments
+    ``delta_at(lam)`` of the update's fixed coordinates: the coordinates are kept, the draws
+    move and pass the KS test against ``cdf``; power: the non-centred update from the same
+    states (it holds delta / sigma fixed instead, a different conditional) fails it.  ``case``:
+    ``(X, B, groups, kappa, code, s0)``."""
+    X, B, groups, kappa, code, s0 = case
     width = 2.0 if steps == 1 else wk.SLICE_WIDTH
-    for j in range(n):
-        sigma = np.array([np.exp(lam0[j])])
-        start = _transport_state(np.log(sigma)[None], X, B, kappa, CODE, grouped, xi, nu)[1][0]
-        new_sigma, new_delta, evals = wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, CODE, s0,
-                                                                steps=steps, width=width)
-        kept = _transport_state(np.log(new_sigma)[None], X, B, kappa, CODE, grouped, xi, nu)[1][0]
-        assert np.allclose(new_delta, kept)                               # the coordinates are kept
+    out = np.empty(lam0.size)
+    for j, l in enumerate(lam0):
+        new_sigma, new_delta, _ = update(rng, X, B, delta_at(l), groups, np.exp([l]), kappa, code, s0, steps=steps,
+                                         width=width, **({} if members is None else {"members": members}))
+        assert np.allclose(new_delta, delta_at(np.log(new_sigma[0])))     # the coordinates are kept
         out[j] = np.log(new_sigma[0])
     assert np.mean(out != lam0) > 0.9
     assert _ks(out, grid, cdf) > ALPHA
-    # power: the non-centred update holds delta / sigma fixed instead, a different conditional
-    other = np.array([np.log(wk.scale_update_noncentred(
-        rng, X, B, _transport_state(np.array([[l]]), X, B, kappa, CODE, grouped, xi, nu)[1][0], groups,
-        np.exp([l]), kappa, CODE, s0)[0][0]) for l in lam0])
+    other = np.array([np.log(wk.scale_update_noncentred(rng, X, B, delta_at(l), groups, np.exp([l]), kappa, code, s0,
+                                                        members=members)[0][0]) for l in lam0])
     assert _ks(other, grid, cdf) < ALPHA
 
 
@@ -385,6 +393,72 @@ def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order, dof)
         assert stats.kstest(out[:, k], lambda v: np.interp(v, edges, cdf)).pvalue > ALPHA / 2
         # the draws moved: the update is not the identity
         assert np.mean(np.abs(out[:, k] - lam0[:, k]) > 1e-12) > 0.9
+
+
+def _unit_transport_delta(lam, X, B, kappa, code, members, c, xi, order=1):
+    """The unit transport's raw increments written out unit by unit (its docstring) at log
+    scales ``lam`` ``(n, K-1)``: each unit's information and information-weighted fit summed
+    over its rows (``members``) and times ``c``, then ``delta_u = m_u + xi_u R_u^{-1}``.
+    Returns ``(n, U, K-1)`` and the log Jacobian ``(n,)``."""
+    K1 = lam.shape[1]
+    U = xi.shape[0]
+    delta = np.empty((lam.shape[0], U, K1))
+    jac = np.zeros(lam.shape[0])
+    for u in range(U):
+        Q, b = np.zeros((K1, K1)), np.zeros(K1)
+        for r in np.flatnonzero(members == u):
+            e = wk.empirical_increments(X[r:r + 1], B[r:r + 1], code, order)
+            _, I = wk.unit_score_info(X[r:r + 1], B[r:r + 1] + wk.walk_offsets(e, code, order), kappa, code,
+                                      K1 + 1, order)
+            Q, b = Q + I[0], b + I[0] @ e[0]
+        for j, lv in enumerate(lam):
+            P = c[u] * Q + np.diag(np.exp(-2 * lv))
+            R = np.linalg.cholesky(P)
+            delta[j, u] = np.linalg.solve(P, c[u] * b) + xi[u] @ np.linalg.inv(R)
+            jac[j] -= np.log(np.diag(R)).sum()
+    return delta, jac
+
+
+def _unit_transport_logd(lam, X, B, kappa, code, members, groups, xi, s0, order=1):
+    U = xi.shape[0]
+    c = np.ones(U) if groups is None else 1.0 - 1.0 / np.bincount(groups)[groups]
+    delta, jac = _unit_transport_delta(lam, X, B, kappa, code, members, c, xi, order)
+    sg = np.exp(lam)
+    logd = (stats.halfnorm.logpdf(sg, scale=s0).sum(axis=1) + lam.sum(axis=1) + jac
+            + stats.norm.logpdf(delta, 0, sg[:, None, :]).sum(axis=(1, 2)))
+    eta = delta if groups is None else delta - delta.mean(axis=1, keepdims=True)
+    for r in range(X.shape[0]):
+        th = B[r][None, :] + wk.walk_offsets(eta[:, members[r]], code, order)
+        logd = logd + wk.unit_loglik(np.broadcast_to(X[r], th.shape), th, kappa)
+    return logd, delta, c
+
+
+@pytest.mark.parametrize("grouped, steps", [(True, 40), (False, 40), (True, 1)])
+def test_unit_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, steps):
+    # five rows of cells with different base profiles, 3 to 60 people, so that the units'
+    # information differs: grouped, two units of three and two rows; not, three units of three,
+    # one and one rows; the
+    # coordinates xi held fixed; the density of lambda = log sigma from the model's parts:
+    # HalfNormal(sigma; s0) * sigma (log transform) * prod_u N(delta_u; 0, sigma^2) * the
+    # Jacobian of xi -> delta * prod_rows L_r(centred delta of the row's unit)
+    rng = np.random.default_rng(13)
+    s0, kappa = 0.5, 40.0
+    sizes = (30, 3, 60, 12, 8)
+    X = np.stack([_case(n=n, seed=k)[0] for k, n in enumerate(sizes)])
+    base = _case()[1]
+    B = np.stack([base, base[::-1], base + np.array([0.5, 0, -0.5, 0]), base, base[[1, 0, 3, 2]]])
+    members = np.array([0, 0, 1, 0, 1]) if grouped else np.array([0, 0, 1, 0, 2])
+    U = 2 if grouped else 3
+    groups = np.zeros(U, dtype=np.int64) if grouped else None
+    xi = np.array([[0.9], [-1.3], [0.4]])[:U]
+    grid = np.linspace(-7, 2.5, 19001)
+    logd, _, c = _unit_transport_logd(grid[:, None], X, B, kappa, CODE, members, groups, xi, s0)
+    n = 2000
+    lam0, cdf = _grid_draws(logd, grid, n, rng)
+    _assert_invariant_against_noncentred(
+        rng, wk.scale_update_unit_transport,
+        lambda l: _unit_transport_delta(np.array([[l]]), X, B, kappa, CODE, members, c, xi)[0][0],
+        lam0, grid, cdf, steps, (X, B, groups, kappa, CODE, s0), members)
 
 
 def test_sibling_pairs_is_a_matching_within_groups():

@@ -62,6 +62,7 @@ from scipy.special import gammaln, softmax
 from scipy.stats import geninvgauss
 
 from .dm_rows import rows_loglik, rows_score_info, scatter_rows
+from .unit_gauss import transport, transport_coordinates
 
 #: The proposals are a defensive mixture (Hesterberg 1995): the Laplace Gaussian with weight
 #: ``1 - TAIL`` and a multivariate t with ``NU`` degrees of freedom (same centre and scale) with
@@ -95,7 +96,8 @@ __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offs
            "checked_members",
            "unit_score_info", "sibling_pairs", "laplace_mh", "move_update", "group_means",
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
-           "centred", "slice_coordinate"]
+           "centred", "slice_coordinate", "row_fits", "scale_update_unit_transport",
+           "update_log_scales"]
 
 
 def slopes(eta, order: int = 1, spacing=None):
@@ -359,6 +361,19 @@ def unit_rows(units, members, n_units: int):
     return rows, at[rows]
 
 
+def row_fits(X, base, kappa, code, K1: int, order: int = 1, spacing=None):
+    r"""Every row's quadratic approximation of its log likelihood in the walk's increments: the
+    empirical increments :math:`\hat e_r` (:func:`empirical_increments`) and the information
+    :math:`I_r` there (:func:`unit_score_info`, non-finite entries set to 0), so that
+    :math:`\ell_r(\eta) \approx \ell_r(\hat e_r) - \tfrac12 (\eta - \hat e_r)^\top I_r (\eta - \hat e_r)`.
+    ``K1``: the number of increments.  Returns ``(R, K1)`` and ``(R, K1, K1)``."""
+    e_hat = empirical_increments(X, base, code, order, spacing)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+        info = unit_score_info(X, base + walk_offsets(e_hat, code, order, spacing), kappa, code, K1 + 1, order,
+                               spacing)[1]
+    return e_hat, np.where(np.isfinite(info), info, 0.0)
+
+
 def _start(data, kappa, prec, code, order, spacing=None):
     r"""The scoring's start: the mode of the move's conditional with each row's log likelihood
     replaced by its quadratic approximation at the row's empirical increments :math:`\hat e_p`
@@ -376,13 +391,9 @@ def _start(data, kappa, prec, code, order, spacing=None):
     increments (which alone lie far from the mode, in the precision's metric, when the
     prior precision is large)."""
     rhs, lhs = 0.0, 0.0
-    K = prec.size + 1
     for Xs, bs, es, ds, sg, at in data:
         n = ds.shape[0]
-        e_hat = empirical_increments(Xs, bs, code, order, spacing)
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-            info = unit_score_info(Xs, bs + walk_offsets(e_hat, code, order, spacing), kappa, code, K, order, spacing)[1]
-        info = np.where(np.isfinite(info), info, 0.0)
+        e_hat, info = row_fits(Xs, bs, kappa, code, prec.size, order, spacing)
         rhs = rhs + sg * (_sum_rows(np.einsum("mkl,ml->mk", info, e_hat - es), at, n) - ds * prec)
         lhs = lhs + _sum_rows(info, at, n) + np.diag(prec)[None]
     return np.linalg.solve(lhs, rhs[..., None])[..., 0]
@@ -489,15 +500,25 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
                  + (wsum * lam).sum() - (d**2 / (2 * sg[None, :] ** 2)).sum())
         return f if np.isfinite(f) else -np.inf
 
-    lam = np.log(sigma)
+    lam, evals = update_log_scales(rng, target, np.log(sigma), width, steps)
+    sigma_new = np.exp(lam)
+    return sigma_new, eps * sigma_new[None, :] ** W, evals
+
+
+def update_log_scales(rng, target, lam, width=SLICE_WIDTH, steps: int = SLICE_STEPS):
+    """Every coordinate of the log step scales ``lam`` ``(K-1,)``, in random order, updated by
+    slice sampling under the log density ``target`` (:func:`slice_coordinate` with ``width``,
+    one or one per coordinate, and ``steps``): the second update of the scales'
+    (:func:`scale_update_transport` and the others).  Returns the new point and the number of
+    evaluations of ``target``."""
+    lam = np.array(lam, dtype=float)
     f = target(lam)
     evals = 1
     widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
     for k in rng.permutation(lam.size):
         lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k], steps)
         evals += n
-    sigma_new = np.exp(lam)
-    return sigma_new, eps * sigma_new[None, :] ** W, evals
+    return lam, evals
 
 
 def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH, steps: int = SLICE_STEPS):
@@ -624,14 +645,81 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
                  + _log_scale_prior(lv, s2, prior_dof) - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
         return f if np.isfinite(f) else -np.inf
 
-    f = target(lam)
-    evals = 1
-    widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
-    for k in rng.permutation(K1):
-        lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k], steps)
-        evals += n
+    lam, evals = update_log_scales(rng, target, lam, width, steps)
     _, d, _ = state(lam)
     return np.exp(lam), d, evals
+
+
+def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float,
+                                width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None,
+                                steps: int = SLICE_STEPS):
+    r"""The step scales' update along each unit's own Gaussian approximation of its raw
+    increments' conditional: :func:`scale_update_transport` with one information matrix per unit
+    instead of the units' mean, for units that differ in size by orders of magnitude (the
+    counties of a state, whose walks enter all their tracts' cells: ``members``).
+
+    The approximation.  Unit ``u``'s rows inform its increments like Gaussian observations: row
+    ``r`` with mean :math:`\hat e_r` and precision :math:`I_r` (:func:`row_fits`), so
+    :math:`\ell_u(\eta_u) \approx \eta_u^\top b_u - \tfrac12\eta_u^\top Q_u\eta_u`,
+    :math:`Q_u = c_u\sum_r I_r`, :math:`b_u = c_u\sum_r I_r\hat e_r`, the sums over the unit's
+    rows.  The cells see the centred increments :math:`\eta_u = \delta_u - \bar\delta_g`, whose
+    ``J - 1`` contrasts per sibling group carry the information and whose mean does not; the
+    factor :math:`c_u = 1 - 1/J_{g(u)}` spreads that loss over the group's units (an only child's
+    cells say nothing about its raw increments: :math:`c_u = 0`; no groups: 1).  With the prior
+    :math:`N(0, \sigma_k^2)`, unit by unit
+
+    .. math:: \delta_u \approx m_u + \xi_u R_u^{-1},\qquad P_u = Q_u + \mathrm{diag}(\sigma^{-2})
+              = R_u R_u^\top,\quad m_u = P_u^{-1} b_u,
+
+    :math:`\xi_u` standard normal.  The coordinates.  Hold :math:`\xi_u = (\delta_u - m_u) R_u`
+    fixed, a bijection for every :math:`\sigma` with Jacobian :math:`\prod_u |R_u|^{-1}`, and
+    slice sample each :math:`\lambda_k = \log\sigma_k` (:func:`slice_coordinate`) from
+
+    .. math:: F(\lambda) = -\frac{\lVert\sigma\rVert^2}{2s^2} + \nu\sum_k\lambda_k
+              - \sum_{u,k}\Big[\frac{\delta_{u,k}^2}{2\sigma_k^2} + \lambda_k\Big]
+              - \sum_u\log|R_u| + \sum_u\ell_u(\eta_u),
+
+    an exact Gibbs update in those coordinates whatever the approximation's quality (the map
+    depends on the cells and the base profiles only, which the update holds).  Where a unit's
+    information is large against :math:`\sigma^{-2}` its increments stay when :math:`\sigma`
+    moves, where it is small they are rescaled: the partial non-centring of Papaspiliopoulos,
+    Roberts and Skold (2007), unit by unit and with the neighbouring increments that the cells
+    identify only through their sums moving together.  Costs per evaluation of ``F``: ``U``
+    Cholesky factorizations of ``(K-1) x (K-1)`` matrices and their triangular solves
+    (:func:`~privinfer.pymc.unit_gauss.transport`) besides the cells' log likelihood.
+    Arguments and returns as for :func:`scale_update_transport`, with ``members`` as for
+    :func:`move_update`."""
+    U, K1 = delta.shape
+    e_hat, info = row_fits(X, base, kappa, code, K1, order, spacing)
+    b = np.einsum("rkl,rl->rk", info, e_hat)
+    if members is not None:
+        info, b = scatter_rows(info, members, U), scatter_rows(b, members, U)
+    if groups is not None:
+        gidx = np.asarray(groups, dtype=np.int64)
+        c = 1.0 - 1.0 / np.bincount(gidx)[gidx]
+        info, b = info * c[:, None, None], b * c[:, None]
+    s2 = float(prior_scale) ** 2
+    lam = np.log(np.asarray(sigma, dtype=float)).copy()
+    xi = transport_coordinates(info, b, delta, np.exp(-2.0 * lam))
+
+    def state(lv):
+        d, logdet = transport(info, b, xi, np.exp(-2.0 * lv))
+        return d, -logdet
+
+    def target(lv):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            try:
+                d, jac = state(lv)
+            except np.linalg.LinAlgError:
+                return -np.inf
+            sg = np.exp(lv)
+            off = walk_offsets(centred(d, groups), code, order, spacing)
+            f = (unit_loglik(X, base + (off if members is None else off[members]), kappa).sum()
+                 + _log_scale_prior(lv, s2, prior_dof) - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
+        return f if np.isfinite(f) else -np.inf
+
+    lam, evals = update_log_scales(rng, target, lam, width, steps)
+    return np.exp(lam), state(lam)[0], evals
 
 
 def _log_scale_prior(lam, s2: float, prior_dof: int = 1) -> float:
