@@ -762,3 +762,29 @@ def test_unit_rows_finds_every_row_of_the_moved_units():
     assert rows.tolist() == [0, 2, 3] and at.tolist() == [0, 0, 1]
     rows, at = wk.unit_rows(np.array([2, 1]), None, 3)
     assert rows.tolist() == [2, 1] and at is None
+
+
+def test_scale_update_default_follows_the_walk_s_registration():
+    # "transport" (the default) resolves per walk: rows = units keep the transport; a walk whose
+    # units span several rows gets the per-unit transport, unless it was registered with
+    # non-centring exponents, which only the non-centred update uses (asking for a transport
+    # with exponents is an error, never a silent drop of the exponents)
+    import dataclasses
+
+    from privinfer.pymc.registry import WalkInfo
+    from privinfer.pymc.walk import resolve_scale_update
+
+    plain = WalkInfo(scales="s", increments="d", prior_scale=1.0, base=None, kappa=None, weights=None, latent="x",
+                     grid=np.arange(6).reshape(2, 3), code=np.arange(3))
+    members = dataclasses.replace(plain, members=np.array([0, 1]))
+    both = dataclasses.replace(members, exponents=np.ones((2, 2)))
+    exps = dataclasses.replace(plain, exponents=np.ones((2, 2)))
+    assert [resolve_scale_update("transport", i) for i in (plain, members, both)] == [
+        "transport", "unit_transport", "noncentred"]
+    assert [resolve_scale_update("noncentred", i) for i in (plain, members, both, exps)] == ["noncentred"] * 4
+    assert resolve_scale_update("unit_transport", members) == "unit_transport"
+    for info, asked in ((exps, "transport"), (both, "unit_transport"), (exps, "unit_transport")):
+        with pytest.raises(ValueError, match="exponents apply to scale_update='noncentred' only"):
+            resolve_scale_update(asked, info)
+    with pytest.raises(ValueError, match="scale_update must be"):
+        resolve_scale_update("centred", plain)

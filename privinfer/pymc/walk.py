@@ -252,6 +252,21 @@ def _walk_info(model, vars):
     return info
 
 
+def resolve_scale_update(scale_update: str, info: WalkInfo) -> str:
+    """The scales' second update :class:`WalkGibbs` runs for a walk when asked for
+    ``scale_update``: ``"transport"`` becomes ``"unit_transport"`` for a walk registered with
+    ``members`` (the transport's one mean information matrix is per row, not per unit) and
+    ``"noncentred"`` for one registered with members and non-centring ``exponents`` (which
+    only the non-centred update uses); an explicit transport with exponents is an error."""
+    if scale_update not in ("transport", "unit_transport", "noncentred"):
+        raise ValueError("scale_update must be 'transport', 'unit_transport' or 'noncentred'")
+    if info.members is not None and scale_update == "transport":
+        scale_update = "unit_transport" if info.exponents is None else "noncentred"
+    if scale_update != "noncentred" and info.exponents is not None:
+        raise ValueError("the walk's non-centring exponents apply to scale_update='noncentred' only")
+    return scale_update
+
+
 @dataclass_state
 class WalkGibbsState(StepMethodState):
     width: np.ndarray
@@ -279,7 +294,8 @@ class WalkGibbs(ArrayStepShared):
         the run took 110 s, 132 s and (on a loaded machine) 186 s.
     scale_update
         the scales' second update: ``"transport"`` (default; ``"unit_transport"`` for a walk
-        registered with ``members``), ``"unit_transport"`` or ``"noncentred"`` (module
+        registered with ``members``, ``"noncentred"`` if also with ``exponents``),
+        ``"unit_transport"`` or ``"noncentred"`` (module
         docstring).  On 12 Kentucky counties' 94 tracts, at a posterior draw with everything
         else held, transport gave the 22 step scales a bulk ESS of min 319 / median 736 per
         1,200 iterations against 19 / 222, at the same number of evaluations (about 120 per
@@ -353,13 +369,7 @@ class WalkGibbs(ArrayStepShared):
         if int(rounds) != rounds or rounds < 1:
             raise ValueError("rounds must be an integer >= 1")
         self.rounds = int(rounds)
-        if scale_update not in ("transport", "unit_transport", "noncentred"):
-            raise ValueError("scale_update must be 'transport', 'unit_transport' or 'noncentred'")
-        if info.members is not None and scale_update == "transport":
-            scale_update = "unit_transport"   # the mean information matrix is per row, not per unit
-        if scale_update != "noncentred" and info.exponents is not None:
-            raise ValueError("the walk's non-centring exponents apply to scale_update='noncentred' only")
-        self.scale_update = scale_update
+        self.scale_update = resolve_scale_update(scale_update, info)
         if carry_directions is not None and (int(carry_directions) != carry_directions or carry_directions < 1):
             raise ValueError("carry_directions must be None (all) or an integer >= 1")
         self.carry_directions = None if carry_directions is None else int(carry_directions)
