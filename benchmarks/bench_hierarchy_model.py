@@ -125,6 +125,7 @@ def main(argv=None):
                     help="hierarchy_model(smooth_levels=...): 'all' gives the counties a walk of their own, 'lowest' "
                          "only the tracts, 'auto' (the model's default) 'all' from 10 counties on")
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
+    ap.add_argument("--save", default=None, help="write the posterior (InferenceData, netCDF) to this path")
     args = ap.parse_args(argv)
 
     frame, geography = kentucky_frame(args.table, args.seed, args.counties)
@@ -217,9 +218,28 @@ def main(argv=None):
         ess_e = az.ess(idata, var_names=["cell_effect"])["cell_effect"].values
         print(f"cell effects: scale omega {float(np.median(idata.posterior['cell_effect_scale'])):.3f} (median); "
               f"the effects' max R-hat {np.nanmax(rh_e):.3f}, min bulk ESS {np.nanmin(ess_e):.0f}")
+    print_worst_cells(frame, geography, rhat_x, ess_x, pm_mean)
     iid = independent_floor(args.chains, args.draws, mech.n, args.seed)
     print(f"independent draws of the same size ({args.chains} x {args.draws}, {mech.n} cells), the best any sampler "
           f"could print: cells max R-hat {iid[0]:.3f}, min bulk ESS {iid[1]:.0f}, cells with R-hat > 1.01: {iid[2]}")
+    if args.save:
+        idata.to_netcdf(args.save)
+
+
+def print_worst_cells(frame, geography, rhat, ess, mean, k: int = 5):
+    """Where the slowest cells are: the ``k`` cells of largest R-hat with their unit, attributes,
+    posterior mean and bulk ESS, and how the cells with R-hat above 1.05 spread over the lowest
+    level's units (a few atypical units, or everywhere)."""
+    unit = frame[geography[-1]].to_numpy()
+    order = np.argsort(-np.nan_to_num(rhat, nan=-np.inf))[:k]
+    print("worst cells (R-hat, bulk ESS, posterior mean): " + "; ".join(
+        f"{geography[-1]} {unit[i]} {frame['sex'].iat[i]} {frame['age'].iat[i]} {rhat[i]:.3f} {ess[i]:.0f} "
+        f"{mean[i]:.1f}" for i in order))
+    slow = rhat > 1.05
+    units, counts = np.unique(unit[slow], return_counts=True)
+    top = ", ".join(f"{u} {c}" for u, c in sorted(zip(units, counts), key=lambda uc: -uc[1])[:5])
+    print(f"cells with R-hat > 1.05: {int(slow.sum())} in {units.size} of {np.unique(unit).size} "
+          f"{geography[-1]} units" + (f" (most: {top})" if units.size else ""))
 
 
 def independent_floor(chains: int, draws: int, n: int, seed: int):
