@@ -77,6 +77,7 @@ from privinfer.pymc.measured import SWEEPS
 
 QUERIES = {"total": (), "sex x age": ("sex", "age")}
 OLD = [a for a in AGE_GROUPS if a[:2].isdigit() and int(a[:2]) >= 65]
+YOUNG = [a for a in AGE_GROUPS if a.startswith("Under") or int(a.split()[0]) < 18]
 
 
 def peak_mb() -> float:
@@ -203,8 +204,11 @@ def main(argv=None):
     kappa = np.asarray(idata.posterior["concentration"]).ravel() if "concentration" in idata.posterior else [np.nan]
     share = derived_draws(draws, A, B).reshape(args.chains, -1, A.shape[1])
     ess_share = az.ess(az.convert_to_dataset({"share": share}))["share"].values
+    young = derived_draws(draws, unit_sums(rel, geography[-1], age=YOUNG), B).reshape(args.chains, -1, B.shape[1])
+    ess_young = az.ess(az.convert_to_dataset({"young": young}))["young"].values
     print(f"bulk ESS of {len(share_true)} {geography[-1]} shares 65+: min {np.nanmin(ess_share):.0f}, median "
-          f"{np.nanmedian(ess_share):.0f}; of the cells: median {np.nanmedian(ess_x):.0f}")
+          f"{np.nanmedian(ess_share):.0f}; shares under 18: min {np.nanmin(ess_young):.0f}, median "
+          f"{np.nanmedian(ess_young):.0f}; of the cells: median {np.nanmedian(ess_x):.0f}")
     print(f"convergence: cells max R-hat {np.nanmax(rhat_x):.3f}, min bulk ESS {np.nanmin(ess_x):.0f} "
           f"(cells with R-hat > 1.01: {int(np.sum(rhat_x > 1.01))}); parameters max R-hat {rh_p:.3f}, "
           f"min ESS {ess_p:.0f}; lattice acceptance {float(ss['lattice_accept'].mean()):.2f}, "
