@@ -22,7 +22,13 @@ the cells).  Printed:
   step's acceptance and move rates; beside them, the same diagnostics of exactly independent
   draws of the same size (the floor no sampler can beat: over 49,818 cells, 2 x 300 independent
   draws give a max R-hat near 1.026 and a min ESS near 220, so the goal's R-hat <= 1.01 over all
-  cells needs about 2 x 700 effectively independent draws).
+  cells needs about 2 x 700 effectively independent draws);
+* where the chains are slow: the five cells of largest R-hat (tract, sex, age, R-hat, bulk ESS,
+  posterior mean), how the cells with R-hat above 1.05 spread over the tracts, and the bulk ESS
+  of the tracts' shares aged 65+ and under 18 (the directions a sampler finds hardest: a whole
+  age range of a tract against the rest).
+
+``--save PATH`` writes the posterior (InferenceData) to netCDF, for diagnosis after the run.
 
 Goals: RMSE <= 0.65 x GLS on cells under 30 and <= 0.88 x GLS on all cells; coverage 0.88-0.92;
 R-hat <= 1.01, ESS >= 400; under 10 minutes on 2 cores, under 4 GB.
@@ -41,7 +47,7 @@ cells beside the Dirichlet-multinomial (whose overdispersion is then fixed, 0.00
 ``CellEffectsGibbs``.
 
 Run: ``python benchmarks/bench_hierarchy_model.py [--table tracts|counties] [--counties N] [--draws 500]
-[--tune 500] [--mode NUMBA] [--walk-steps auto|gibbs|nuts]``
+[--tune 500] [--mode NUMBA] [--walk-steps auto|gibbs|nuts] [--save PATH]``
 
 The full tracts' budget is ``--tune 200 --draws 400 --mode NUMBA``: 925-986 s and 2.0 GB on 2
 cores with today's default model (the counties' walks on), 6 pair-move sweeps per iteration and
@@ -75,6 +81,7 @@ from privinfer.inference import gls_estimate, interval_coverage
 from privinfer.pymc import MeasuredPairsGibbs
 from privinfer.pymc.measured import SWEEPS
 
+ATTRIBUTES = ["sex", "age"]
 QUERIES = {"total": (), "sex x age": ("sex", "age")}
 OLD = [a for a in AGE_GROUPS if a[:2].isdigit() and int(a[:2]) >= 65]
 YOUNG = [a for a in AGE_GROUPS if a.startswith("Under") or int(a.split()[0]) < 18]
@@ -130,7 +137,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     frame, geography = kentucky_frame(args.table, args.seed, args.counties)
-    mech = hierarchy_measurements(frame, geography=geography, attributes=["sex", "age"],
+    mech = hierarchy_measurements(frame, geography=geography, attributes=ATTRIBUTES,
                                   queries=QUERIES, rho=0.0025)
     x = frame_counts(frame)
     rel = mech.publish(x, rng=args.seed + 1)
@@ -222,7 +229,7 @@ def main(argv=None):
         ess_e = az.ess(idata, var_names=["cell_effect"])["cell_effect"].values
         print(f"cell effects: scale omega {float(np.median(idata.posterior['cell_effect_scale'])):.3f} (median); "
               f"the effects' max R-hat {np.nanmax(rh_e):.3f}, min bulk ESS {np.nanmin(ess_e):.0f}")
-    print_worst_cells(frame, geography, rhat_x, ess_x, pm_mean)
+    print_worst_cells(frame, geography, ATTRIBUTES, rhat_x, ess_x, pm_mean)
     iid = independent_floor(args.chains, args.draws, mech.n, args.seed)
     print(f"independent draws of the same size ({args.chains} x {args.draws}, {mech.n} cells), the best any sampler "
           f"could print: cells max R-hat {iid[0]:.3f}, min bulk ESS {iid[1]:.0f}, cells with R-hat > 1.01: {iid[2]}")
@@ -230,15 +237,15 @@ def main(argv=None):
         idata.to_netcdf(args.save)
 
 
-def print_worst_cells(frame, geography, rhat, ess, mean, k: int = 5):
+def print_worst_cells(frame, geography, attributes, rhat, ess, mean, k: int = 5):
     """Where the slowest cells are: the ``k`` cells of largest R-hat with their unit, attributes,
     posterior mean and bulk ESS, and how the cells with R-hat above 1.05 spread over the lowest
     level's units (a few atypical units, or everywhere)."""
     unit = frame[geography[-1]].to_numpy()
     order = np.argsort(-np.nan_to_num(rhat, nan=-np.inf))[:k]
     print("worst cells (R-hat, bulk ESS, posterior mean): " + "; ".join(
-        f"{geography[-1]} {unit[i]} {frame['sex'].iat[i]} {frame['age'].iat[i]} {rhat[i]:.3f} {ess[i]:.0f} "
-        f"{mean[i]:.1f}" for i in order))
+        f"{geography[-1]} {unit[i]} " + " ".join(str(frame[a].iat[i]) for a in attributes)
+        + f" {rhat[i]:.3f} {ess[i]:.0f} {mean[i]:.1f}" for i in order))
     slow = rhat > 1.05
     units, counts = np.unique(unit[slow], return_counts=True)
     top = ", ".join(f"{u} {c}" for u, c in sorted(zip(units, counts), key=lambda uc: -uc[1])[:5])

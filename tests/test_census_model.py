@@ -13,6 +13,7 @@ from scipy import special, stats
 
 from census_helpers import random_frame
 from privinfer.census import hierarchy_measurements, hierarchy_model, start_point
+from privinfer.census.model import CARRY_ROWS
 from privinfer.pymc import MeasuredPairsGibbs, WalkGibbs
 
 QUERIES = {"total": (), "sex_age": ("sex", "age")}
@@ -471,8 +472,12 @@ def test_middle_levels_walk_is_registered_with_what_it_departs_from():
     point = _random_point(model, 7)
     county = np.asarray(hier.parent[-1])
     tract_walk, county_walk = walks["step_tract_age"], walks["step_county_age"]
-    assert tract_walk.members is None and county_walk.carry is None
+    assert tract_walk.members is None
     np.testing.assert_array_equal(county_walk.members, county)
+    # the carried update of the counties with at most CARRY_ROWS tracts, with the tracts' fractions
+    assert tract_walk.carry_units is None
+    np.testing.assert_array_equal(county_walk.carry_units, np.bincount(county) <= CARRY_ROWS)
+    np.testing.assert_array_equal(county_walk.carry, tract_walk.carry)
     names = ["log_profile_county", "step_scale_age", "step_tract_age", "step_scale_county_age", "step_county_age"]
     v = dict(zip(names, _values(model, point, [model[n] for n in names])))
     b_tract, b_county = _values(model, point, [tract_walk.base, county_walk.base])
@@ -488,6 +493,29 @@ def test_middle_levels_walk_is_registered_with_what_it_departs_from():
         step = WalkGibbs(vars=selected[WalkGibbs], rng=np.random.default_rng(3))
     assert isinstance(step, CompoundStep) and [type(m) for m in step.methods] == [WalkGibbs, WalkGibbs]
     assert [m.scale_update for m in step.methods] == ["transport", "unit_transport"]
+
+
+def test_counties_carried_update_pairs_the_small_counties_among_themselves(monkeypatch):
+    # with CARRY_ROWS = 2, the counties of 1 or 2 tracts (of 8 counties of 1 to 4 tracts) are
+    # the carried update's units: every matching pairs them only, as many pairs as they allow
+    import privinfer.census.model as census_model
+    from privinfer.pymc.registry import model_registry
+
+    monkeypatch.setattr(census_model, "CARRY_ROWS", 2)
+    f = random_frame(5, counties=8, max_tracts=4)
+    rel = hierarchy_measurements(f, geography=["county", "tract"], attributes=["sex", "age"], queries=QUERIES,
+                                 rho=0.05).publish(f["count"], rng=5)
+    model = hierarchy_model(rel, smooth="age", smooth_levels="all", walk_steps="gibbs")
+    info = model_registry(model)["walks"]["step_county_age"]
+    tracts = np.bincount(rel.mechanism.hierarchy.parent[-1])
+    assert 2 <= np.sum(tracts <= 2) < tracts.size
+    np.testing.assert_array_equal(info.carry_units, tracts <= 2)
+    with model:
+        step = WalkGibbs(vars=[model["step_scale_county_age"], model["step_county_age"]], rng=np.random.default_rng(4))
+    small = np.flatnonzero(info.carry_units)
+    for _ in range(20):
+        u, v = step._matching(info.groups, info.carry_units)
+        assert np.all(np.isin(np.r_[u, v], small)) and u.size == small.size // 2
 
 
 def test_sampling_with_walks_at_two_levels_moves_both_and_keeps_the_invariant():

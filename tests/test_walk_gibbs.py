@@ -430,7 +430,7 @@ def _unit_transport_logd(lam, X, B, kappa, code, members, groups, xi, s0, order=
     for r in range(X.shape[0]):
         th = B[r][None, :] + wk.walk_offsets(eta[:, members[r]], code, order)
         logd = logd + wk.unit_loglik(np.broadcast_to(X[r], th.shape), th, kappa)
-    return logd, delta, c
+    return logd, c
 
 
 @pytest.mark.parametrize("grouped, steps", [(True, 40), (False, 40), (True, 1)])
@@ -452,7 +452,7 @@ def test_unit_transport_scale_update_leaves_the_exact_conditional_invariant(grou
     groups = np.zeros(U, dtype=np.int64) if grouped else None
     xi = np.array([[0.9], [-1.3], [0.4]])[:U]
     grid = np.linspace(-7, 2.5, 19001)
-    logd, _, c = _unit_transport_logd(grid[:, None], X, B, kappa, CODE, members, groups, xi, s0)
+    logd, c = _unit_transport_logd(grid[:, None], X, B, kappa, CODE, members, groups, xi, s0)
     n = 2000
     lam0, cdf = _grid_draws(logd, grid, n, rng)
     _assert_invariant_against_noncentred(
@@ -527,6 +527,10 @@ def test_register_walk_refuses_bad_carry_fractions():
             register_walk(**kw, carry=np.full(5, 0.5))
         with pytest.raises(ValueError, match="carry"):
             register_walk(**kw, carry=np.full(6, 1.5))
+        with pytest.raises(ValueError, match="carry_units needs carry"):
+            register_walk(**kw, carry_units=np.array([True, False]))
+        with pytest.raises(ValueError, match="carry_units must be 2 booleans"):
+            register_walk(**kw, carry=np.full(6, 0.5), carry_units=np.array([1, 0]))
 
 
 def test_register_walk_refuses_bad_members():

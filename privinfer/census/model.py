@@ -172,6 +172,15 @@ GIBBS_UNITS = 10
 #: docstring).
 SMOOTH_LEVEL_UNITS = 10
 
+#: A middle level's walk (the counties') moves in its carried update only the units with at
+#: most this many lowest units (counties of at most 4 tracts: 57 of Kentucky's 120, 163 of its
+#: 1,083 tracts), paired among themselves.  There the unit's walk and its few tracts' cells are
+#: tied closely enough that alternating their updates is slow (a county of one tract has no
+#: tract walk left after centring to carry its cells); carrying every county cost 15% more time
+#: on all Kentucky tracts, most of it in counties of many tracts, whose walks many tracts' cells
+#: and the county's own measurements pin down.
+CARRY_ROWS = 4
+
 #: The overdispersion :math:`\phi` fixed by ``overdispersion="auto"`` when the cell effects are
 #: on (module docstring: learned beside them, the two make a ridge).
 CELL_EFFECTS_OVERDISPERSION = 0.001
@@ -694,21 +703,24 @@ def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, o
     """Every smooth departure for :class:`~privinfer.pymc.WalkGibbs`: the lowest units' (departing
     from ``base``, their parents' profiles, plus the cell effects) and each middle level's
     (rows: the lowest units, each departing from its log profile without that walk,
-    :func:`_leaf_sum`; members: the lowest units' ancestors at that level; no carried update: on
-    all Kentucky tracts it cost 15% more time for gains within the run-to-run spread, the numbers
-    in :mod:`privinfer.pymc.walk_carry`)."""
+    :func:`_leaf_sum`; members: the lowest units' ancestors at that level; the carried update for
+    the units of at most :data:`CARRY_ROWS` lowest units only)."""
     effects = 0.0 if eps is None else eps[2]
+    carry = _carry_fractions(est)
     if walk is not None:
         _, step, raw, w, code, spacing = walk
         register_walk(scales=step, increments=raw, prior_scale=step_prior, base=base + effects, kappa=kappa,
                       weights=w, latent=x, grid=hier.leaf_order(), code=code, groups=_groups(hier),
-                      carry=_carry_fractions(est), order=order, spacing=spacing)
+                      carry=carry, order=order, spacing=spacing)
     tracts = walk[0] if walk is not None else 0.0
     for l, _, mid in parts:
         if mid is None:
             continue
         _, step, raw, w, code, spacing = mid
+        members = hier.leaf_ancestors(l)
+        U = hier.n_units(l)
         register_walk(scales=step, increments=raw, prior_scale=step_prior,
                       base=_leaf_sum(hier, parts, l) + tracts + effects, kappa=kappa, weights=w, latent=x,
                       grid=hier.leaf_order(), code=code, groups=np.asarray(hier.parent[l], dtype=np.int64),
-                      members=hier.leaf_ancestors(l), order=order, spacing=spacing)
+                      members=members, order=order, spacing=spacing, carry=carry,
+                      carry_units=np.bincount(members, minlength=U) <= CARRY_ROWS)

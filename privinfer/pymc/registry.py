@@ -78,6 +78,7 @@ class WalkInfo:
     prior_dof: int = 1        # the step scales' prior: 1 half-normal, 2 Rayleigh
     spacing: object = None    # (K-1,) order 2: the categories' distances (None: all 1)
     members: object = None    # (R,) the unit of every row of grid (None: row u is unit u)
+    carry_units: object = None  # (U,) bool: the units of the carried update (None: all)
 
 
 @dataclass

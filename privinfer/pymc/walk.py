@@ -23,7 +23,8 @@ One iteration:
    the acceptance uses the exact Dirichlet-multinomial, so the move leaves the posterior
    invariant);
 2. when the walk was registered with carry fractions (``register_walk(carry=...)``), the
-   carried update (:mod:`privinfer.pymc.walk_carry`): for a fresh matching of sibling pairs and
+   carried update (:mod:`privinfer.pymc.walk_carry`): for a fresh matching of sibling pairs
+   (among the registered ``carry_units`` only) and
    ``carry_directions`` increments per pair, the increments slice sampled with the cells
    carried along by a zero-sum integer shift that follows their conditional mean -- an exact
    update in ancillary lattice coordinates, which moves a tract's walk and cells together along
@@ -88,7 +89,7 @@ CARRY_DIRECTIONS = 8
 
 def register_walk(*, scales, increments, prior_scale: float, base, kappa, weights, latent, grid, code,
                   groups=None, exponents=None, carry=None, order: int = 1, spacing=None, members=None,
-                  model=None) -> WalkInfo:
+                  carry_units=None, model=None) -> WalkInfo:
     r"""Record a random-walk departure (module docstring) so that ``pm.sample()`` samples its
     step scales and increments with :class:`WalkGibbs`.
 
@@ -132,6 +133,11 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         (:mod:`privinfer.pymc.walk_carry`; the latent must be observed through one
         :class:`~privinfer.mechanisms.NoisyMeasurements` release with 0/1 queries).  None: no
         carried update.
+    carry_units
+        ``(U,)`` booleans: the units the carried update moves (paired among themselves within
+        their sibling groups; a fixed subset, so every update stays exact), for walks whose
+        units differ in how much the carried update is worth against its cost (a county of two
+        tracts against one of 190).  None: every unit.  Needs ``carry``.
     order
         1 (default): the increments are the steps between neighbouring categories (a random
         walk); 2: their cumulative sums are (a second-order random walk, whose increments
@@ -157,20 +163,8 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         exponents = np.asarray(exponents, dtype=float)
         if exponents.shape != (U, K1) or np.any((exponents < 0) | (exponents > 1)):
             raise ValueError("exponents must be a (units, K-1) array in [0, 1]")
-    if groups is not None:
-        groups = np.asarray(groups, dtype=np.int64)
-        if groups.shape != (U,):
-            raise ValueError("groups must give one sibling group per unit")
-    if order not in (1, 2):
-        raise ValueError("order must be 1 (random walk) or 2 (second-order random walk)")
-    if spacing is not None:
-        spacing = np.asarray(spacing, dtype=float)
-        if order != 2 or spacing.shape != (K1,) or not np.all(np.isfinite(spacing) & (spacing > 0)):
-            raise ValueError(f"spacing must be {K1} positive distances, for a walk of order 2")
-    if carry is not None:
-        carry = np.asarray(carry, dtype=float)
-        if carry.shape != (grid.size,) or not np.all((carry >= 0) & (carry <= 1)):
-            raise ValueError(f"carry must hold {grid.size} fractions in [0, 1], one per cell")
+    spacing = _checked_spacing(order, spacing, K1)
+    groups, carry, carry_units = _checked_units(groups, carry, carry_units, U, grid.size)
     dof, scale = scale_prior(scales)
     if not np.isclose(scale, float(prior_scale), rtol=1e-9, atol=0.0):
         raise ValueError(f"prior_scale={float(prior_scale):g} differs from the scale {scale:g} of the prior of "
@@ -178,7 +172,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     info = WalkInfo(scales=scales.name, increments=increments.name, prior_scale=scale, prior_dof=dof, base=base,
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
                     groups=groups, exponents=exponents, carry=carry, order=int(order),
-                    spacing=spacing, members=members)
+                    spacing=spacing, members=members, carry_units=carry_units)
     reg = model_registry(model)["walks"]
     if any(scales.name == w.scales for w in reg.values()) or increments.name in reg:
         raise ValueError(f"'{increments.name}' or '{scales.name}' already belongs to a registered walk")
@@ -186,6 +180,38 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     for v in (scales, increments):
         setattr(v.tag, _TAG, True)
     return info
+
+
+def _checked_spacing(order, spacing, K1: int):
+    """``register_walk``'s ``order`` (1 or 2) and ``spacing`` (``(K-1,)`` positive, order 2
+    only) checked; the spacing as floats."""
+    if order not in (1, 2):
+        raise ValueError("order must be 1 (random walk) or 2 (second-order random walk)")
+    if spacing is not None:
+        spacing = np.asarray(spacing, dtype=float)
+        if order != 2 or spacing.shape != (K1,) or not np.all(np.isfinite(spacing) & (spacing > 0)):
+            raise ValueError(f"spacing must be {K1} positive distances, for a walk of order 2")
+    return spacing
+
+
+def _checked_units(groups, carry, carry_units, U: int, n: int):
+    """``register_walk``'s ``groups`` (int ``(U,)``), ``carry`` (``(n,)`` in [0, 1]) and
+    ``carry_units`` (bool ``(U,)``, with ``carry`` only), or one-line errors."""
+    if groups is not None:
+        groups = np.asarray(groups, dtype=np.int64)
+        if groups.shape != (U,):
+            raise ValueError("groups must give one sibling group per unit")
+    if carry is not None:
+        carry = np.asarray(carry, dtype=float)
+        if carry.shape != (n,) or not np.all((carry >= 0) & (carry <= 1)):
+            raise ValueError(f"carry must hold {n} fractions in [0, 1], one per cell")
+    if carry_units is not None:
+        carry_units = np.asarray(carry_units)
+        if carry is None:
+            raise ValueError("carry_units needs carry fractions (carry=...)")
+        if carry_units.shape != (U,) or carry_units.dtype != bool:
+            raise ValueError(f"carry_units must be {U} booleans, one per unit")
+    return groups, carry, carry_units
 
 
 def _n_units(increments) -> int:
@@ -390,6 +416,7 @@ class WalkGibbs(ArrayStepShared):
         if np.any(np.asarray(w.eval()) != 0):
             raise ValueError("WalkGibbs needs the centred parametrization of the increments (non-centring weights 0)")
         K1 = int(np.asarray(initial_point[scales_v.name]).size)
+        self._n_units = int(np.asarray(initial_point[inc_v.name]).shape[0])
         self.width = np.full(K1, SLICE_WIDTH)
         self._carry_dirs = directions_of_carry(K1, info.order)
         self.carry_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
@@ -422,6 +449,17 @@ class WalkGibbs(ArrayStepShared):
             new_point[self._latent_name] = self._cells_out.astype(np.asarray(point[self._latent_name]).dtype)
             self._cells_out = None
         return new_point, stats
+
+    def _matching(self, groups, units=None):
+        """A uniformly random matching ``(u, v)`` of sibling units among ``units`` (bool ``(U,)``;
+        None: all); ``groups`` None: every unit alone (``v = -1``)."""
+        idx = np.arange(self._n_units)
+        if units is not None:
+            idx = idx[units]
+        if groups is None:
+            return idx, np.full(idx.size, -1, dtype=np.int64)
+        u, v = sibling_pairs(self.rng, groups[idx])
+        return idx[u], idx[v]
 
     @classmethod
     def competence(cls, var, has_grad):
@@ -458,10 +496,7 @@ class WalkGibbs(ArrayStepShared):
             rows = self._rows
             cells = np.array(x, dtype=np.int64)
             res = rows.residuals(cells, self._y)
-            if groups is None:
-                pairs = (np.arange(delta.shape[0]), np.full(delta.shape[0], -1))
-            else:
-                pairs = sibling_pairs(self.rng, groups)
+            pairs = self._matching(groups, info.carry_units)
             carry_evals, moved = carried_update(self.rng, cells, res, pairs, grid=info.grid, code=info.code,
                                                 base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
                                                 carry=info.carry, row_ptr=rows.row_ptr, rows=rows.rows, w=rows.w,

@@ -40,10 +40,12 @@ Dirichlet-multinomials, each tract with its own base profile :math:`b_m`).  Ever
 unit ``u`` has its own coordinates :math:`\xi_m = x_m - h_m(b_m + r_u)`, with its own total, so
 moving the unit's walk carries all its rows' cells at once, each row keeping its total; the
 density holds every row's Dirichlet-multinomial.  Measured with the counties' walks of
-:func:`privinfer.census.hierarchy_model` (which registers them without carry fractions): on 12
-Kentucky counties (94 tracts, 2 x (300 + 600)) their step scales' max R-hat 1.051 with it
-against 1.090 without, in the same time; on all 1,083 tracts (2 x (200 + 400)) 1.241 against
-1.317, the tracts' shares aged 65+ a min bulk ESS of 14 against 8, but 1,129 s against 977 s.
+:func:`privinfer.census.hierarchy_model` carried for every county: on 12 Kentucky counties (94
+tracts, 2 x (300 + 600)) their step scales' max R-hat 1.051 with it against 1.090 without, in
+the same time; on all 1,083 tracts (2 x (200 + 400)) 1.241 against 1.317, the tracts' shares
+aged 65+ a min bulk ESS of 14 against 8, but 1,129 s against 977 s.  The model therefore
+carries only the counties of at most four tracts (``register_walk(carry_units=...)``), where
+the gain is and the cost is not: a few percent of the time.
 
 The kernel is compiled with Numba and runs the pairs in sequence (units of one parent share
 measurement rows, so their updates are not independent).

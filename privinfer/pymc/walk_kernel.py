@@ -603,8 +603,7 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     :class:`~privinfer.pymc.WalkGibbs` tunes it during warm-up only); ``steps``: the stepping
     out's limit (:func:`slice_coordinate`)."""
     U, K1 = delta.shape
-    e = empirical_increments(X, base, code, order, spacing)
-    _, Q = unit_score_info(X, base + walk_offsets(e, code, order, spacing), kappa, code, K1 + 1, order, spacing)
+    e, Q = row_fits(X, base, kappa, code, K1, order, spacing)
     Qbar = Q.mean(axis=0)
     s2 = float(prior_scale) ** 2
     if groups is None:
