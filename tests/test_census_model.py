@@ -514,7 +514,7 @@ def test_counties_carried_update_pairs_the_small_counties_among_themselves(monke
         step = WalkGibbs(vars=[model["step_scale_county_age"], model["step_county_age"]], rng=np.random.default_rng(4))
     small = np.flatnonzero(info.carry_units)
     for _ in range(20):
-        u, v = step._matching(info.groups, info.carry_units)
+        u, v = step._matching(tracts.size, info.groups, info.carry_units)
         assert np.all(np.isin(np.r_[u, v], small)) and u.size == small.size // 2
 
 

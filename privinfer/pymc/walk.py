@@ -416,7 +416,6 @@ class WalkGibbs(ArrayStepShared):
         if np.any(np.asarray(w.eval()) != 0):
             raise ValueError("WalkGibbs needs the centred parametrization of the increments (non-centring weights 0)")
         K1 = int(np.asarray(initial_point[scales_v.name]).size)
-        self._n_units = int(np.asarray(initial_point[inc_v.name]).shape[0])
         self.width = np.full(K1, SLICE_WIDTH)
         self._carry_dirs = directions_of_carry(K1, info.order)
         self.carry_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
@@ -450,10 +449,10 @@ class WalkGibbs(ArrayStepShared):
             self._cells_out = None
         return new_point, stats
 
-    def _matching(self, groups, units=None):
-        """A uniformly random matching ``(u, v)`` of sibling units among ``units`` (bool ``(U,)``;
-        None: all); ``groups`` None: every unit alone (``v = -1``)."""
-        idx = np.arange(self._n_units)
+    def _matching(self, U: int, groups, units=None):
+        """A uniformly random matching ``(u, v)`` of ``U`` sibling units among ``units`` (bool
+        ``(U,)``; None: all); ``groups`` None: every unit alone (``v = -1``)."""
+        idx = np.arange(U)
         if units is not None:
             idx = idx[units]
         if groups is None:
@@ -496,7 +495,7 @@ class WalkGibbs(ArrayStepShared):
             rows = self._rows
             cells = np.array(x, dtype=np.int64)
             res = rows.residuals(cells, self._y)
-            pairs = self._matching(groups, info.carry_units)
+            pairs = self._matching(delta.shape[0], groups, info.carry_units)
             carry_evals, moved = carried_update(self.rng, cells, res, pairs, grid=info.grid, code=info.code,
                                                 base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
                                                 carry=info.carry, row_ptr=rows.row_ptr, rows=rows.rows, w=rows.w,
