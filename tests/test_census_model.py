@@ -14,7 +14,9 @@ from scipy import special, stats
 from census_helpers import random_frame
 from privinfer.census import hierarchy_measurements, hierarchy_model, start_point
 from privinfer.census.model import CARRY_ROWS
+from privinfer.inference import gls_estimate
 from privinfer.pymc import MeasuredPairsGibbs, WalkGibbs
+from privinfer.pymc.walk import carried_pairs
 
 QUERIES = {"total": (), "sex_age": ("sex", "age")}
 
@@ -474,10 +476,14 @@ def test_middle_levels_walk_is_registered_with_what_it_departs_from():
     tract_walk, county_walk = walks["step_tract_age"], walks["step_county_age"]
     assert tract_walk.members is None
     np.testing.assert_array_equal(county_walk.members, county)
-    # the carried update of the counties with at most CARRY_ROWS tracts, with the tracts' fractions
+    # the carried update of the counties with at most CARRY_ROWS tracts, with the tracts' fractions;
+    # both walks' carried pairs matched by size: the units' GLS totals
     assert tract_walk.carry_units is None
     np.testing.assert_array_equal(county_walk.carry_units, np.bincount(county) <= CARRY_ROWS)
     np.testing.assert_array_equal(county_walk.carry, tract_walk.carry)
+    tract_size = np.maximum(np.bincount(hier.leaf_unit, weights=gls_estimate(rel).x), 1.0)
+    np.testing.assert_allclose(tract_walk.sizes, tract_size)
+    np.testing.assert_allclose(county_walk.sizes, np.bincount(county, weights=tract_size))
     names = ["log_profile_county", "step_scale_age", "step_tract_age", "step_scale_county_age", "step_county_age"]
     v = dict(zip(names, _values(model, point, [model[n] for n in names])))
     b_tract, b_county = _values(model, point, [tract_walk.base, county_walk.base])
@@ -498,6 +504,7 @@ def test_middle_levels_walk_is_registered_with_what_it_departs_from():
 def test_counties_carried_update_pairs_the_small_counties_among_themselves(monkeypatch):
     # with CARRY_ROWS = 2, the counties of 1 or 2 tracts (of 8 counties of 1 to 4 tracts) are
     # the carried update's units: every matching pairs them only, as many pairs as they allow
+    # (a matching by size leaves the smallest or the largest out when they are odd in number)
     import privinfer.census.model as census_model
     from privinfer.pymc.registry import model_registry
 
@@ -514,7 +521,7 @@ def test_counties_carried_update_pairs_the_small_counties_among_themselves(monke
         step = WalkGibbs(vars=[model["step_scale_county_age"], model["step_county_age"]], rng=np.random.default_rng(4))
     small = np.flatnonzero(info.carry_units)
     for _ in range(20):
-        u, v = step._matching(tracts.size, info.groups, info.carry_units)
+        (u, v), _ = carried_pairs(step.rng, info, tracts.size, 8)
         assert np.all(np.isin(np.r_[u, v], small)) and u.size == small.size // 2
 
 
@@ -527,7 +534,10 @@ def test_sampling_with_walks_at_two_levels_moves_both_and_keeps_the_invariant():
     for name in ("step_county_age", "step_tract_age", "step_scale_county_age"):
         draws = idata.posterior[name].values[0]
         assert np.mean(np.any(np.diff(draws, axis=0) != 0, axis=tuple(range(1, draws.ndim)))) > 0.5
-    assert np.all(idata.sample_stats["walk_accept"].values > 0)
+    # the pair moves' Laplace proposals are accepted most of the time (near 0.9 or more on such
+    # releases); 3 counties give one county pair per round, so a single iteration's 2 moves can
+    # both be refused: the mean over 30 iterations is tested, a broken proposal gives near 0
+    assert np.all(idata.sample_stats["walk_accept"].values.mean(axis=(0, 1)) > 0.5)
     x = idata.posterior["x"].values.reshape(-1, len(f))
     np.testing.assert_array_equal(x.sum(axis=1), rel.t.sum())
 

@@ -243,6 +243,18 @@ def test_without_carry_the_cells_stay_and_the_update_is_the_increments_condition
     assert stats.kstest(pit, "uniform").pvalue > ALPHA
 
 
+def _four_units(rng):
+    """Four units of six cells (three age groups x two), every cell and every unit total
+    measured with noise sd 3: ``(U, code, d, x, grid, B, y)``, ``B`` the CSC query matrix."""
+    U, code = 4, np.array([0, 1, 2, 0, 1, 2])
+    d = code.size
+    x = rng.integers(5, 40, U * d).astype(np.int64)
+    grid = np.arange(U * d).reshape(U, d)
+    B = sp.vstack([sp.identity(U * d), sp.csr_matrix(np.kron(np.eye(U), np.ones((1, d))))], format="csc")
+    B.sort_indices()
+    return U, code, d, x, grid, B, B @ x + rng.normal(0, 3, B.shape[0])
+
+
 @pytest.mark.parametrize("order, spacing", [(1, None), (2, None), (2, (0.4, 1.6))])
 def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_order(order, spacing):
     # three age groups (two increments per unit), four sibling units in one group: after the
@@ -252,13 +264,7 @@ def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_or
     from privinfer.pymc.walk_kernel import walk_offsets
 
     rng = np.random.default_rng(8)
-    U, code = 4, np.array([0, 1, 2, 0, 1, 2])
-    d = code.size
-    x = rng.integers(5, 40, U * d).astype(np.int64)
-    grid = np.arange(U * d).reshape(U, d)
-    B = sp.vstack([sp.identity(U * d), sp.csr_matrix(np.kron(np.eye(U), np.ones((1, d))))], format="csc")
-    B.sort_indices()
-    y = B @ x + rng.normal(0, 3, B.shape[0])
+    U, code, d, x, grid, B, y = _four_units(rng)
     w = np.full(B.shape[0], 1.0 / (2 * 9.0))
     base = rng.normal(0, 0.3, (U, d))
     delta = rng.normal(0, 0.3, (U, 2))
@@ -281,6 +287,30 @@ def test_the_ancillary_coordinates_are_kept_and_the_profiles_follow_the_walks_or
     np.testing.assert_array_equal(xi(x, eta), before)
     np.testing.assert_allclose(eta, delta - delta.mean(axis=0), atol=1e-12)
     np.testing.assert_allclose(res, y - B @ x.astype(float), atol=1e-9)
+
+
+def test_carried_update_moves_each_pair_along_its_own_number_of_directions():
+    # per_pair (1, 2) over the two coordinate directions of a first-order walk: the first pair's
+    # increments change along exactly one coordinate (slice draws are continuous, so a drawn
+    # direction moves them almost surely), the second pair's along both; bad counts are refused
+    rng = np.random.default_rng(3)
+    U, code, d, x, grid, B, y = _four_units(rng)
+    kw = dict(grid=grid, code=code, base=rng.normal(0, 0.3, (U, d)), sigma=np.array([0.4, 0.3]), kappa=200.0,
+              carry=np.full(U * d, 0.5), row_ptr=B.indptr.astype(np.int64), rows=B.indices.astype(np.int64),
+              w=np.full(B.shape[0], 1.0 / 18.0))
+    pairs = (np.array([0, 2]), np.array([1, 3]))
+    for _ in range(10):
+        delta = rng.normal(0, 0.3, (U, 2))
+        eta = delta - delta.mean(axis=0)
+        before = eta.copy()
+        carried_update(rng, x, y - B @ x.astype(float), pairs, eta=eta, delta=delta, per_pair=np.array([1, 2]),
+                       **kw)
+        changed = eta != before
+        assert changed[0].sum() == 1 and changed[2].sum() == 2
+        np.testing.assert_array_equal(changed[0], changed[1])
+    for bad in (np.array([0, 2]), np.array([1, 3]), np.array([1.5, 2]), 0):
+        with pytest.raises(ValueError, match="^per_pair must be integers between 1 and the number of directions"):
+            carried_update(rng, x, y - B @ x.astype(float), pairs, eta=eta, delta=delta, per_pair=bad, **kw)
 
 
 def test_carry_directions_split_old_from_young_at_every_age():

@@ -471,6 +471,85 @@ def test_sibling_pairs_is_a_matching_within_groups():
     assert u.size == 1 + 1 + 2 + 0                                      # floor(size / 2) per group
 
 
+def _size_ranks(groups, sizes):
+    """Each unit's rank in size within its group (ties by index)."""
+    rank = np.empty(groups.size, dtype=np.int64)
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        rank[idx[np.argsort(sizes[idx], kind="stable")]] = np.arange(idx.size)
+    return rank
+
+
+def test_sized_pairs_match_neighbours_in_size_within_groups():
+    # each group's units sorted by size are paired (1st, 2nd), (3rd, 4th), ... or (2nd, 3rd), ...
+    # with probability 1/2 per group, the ends of an even group then paired together: over 400
+    # draws each offset of each group comes up (P(an offset never in 400) = 2^-399), and every
+    # pair is two neighbours in the sorted order (read as a cycle in an even group)
+    rng = np.random.default_rng(1)
+    groups = np.array([0, 0, 0, 0, 0, 1, 1, 1, 2, 3, 3, 4, 4, 4, 4])
+    sizes = np.array([800.0, 6000, 5000, 1800, 4000, 300, 200, 250, 10, 5, 5, 7, 1, 3, 9])
+    rank = _size_ranks(groups, sizes)
+    n = np.bincount(groups)
+    seen = {}
+    for _ in range(400):
+        u, v = wk.sized_pairs(rng, groups, sizes)
+        both = np.r_[u, v]
+        assert both.size == np.unique(both).size and np.array_equal(groups[u], groups[v])
+        gap = np.abs(rank[v] - rank[u])
+        assert np.all((gap == 1) | ((gap == n[groups[u]] - 1) & (n[groups[u]] % 2 == 0)))
+        assert 3 in groups[u]                                       # a group of two is always paired
+        for g in (0, 1, 4):
+            sel = groups[u] == g
+            seen.setdefault(g, set()).add(tuple(sorted(zip(np.minimum(rank[u], rank[v])[sel],
+                                                           np.maximum(rank[u], rank[v])[sel]))))
+    assert seen == {0: {((0, 1), (2, 3)), ((1, 2), (3, 4))}, 1: {((0, 1),), ((1, 2),)},
+                    4: {((0, 1), (2, 3)), ((0, 3), (1, 2))}}
+    with pytest.raises(ValueError, match="sizes"):
+        wk.sized_pairs(rng, groups, sizes[:-1])
+
+
+def test_carried_pairs_of_small_units_get_every_direction():
+    # sizes (U = 6, one group, median 3000): the carried update's pairs are neighbours in size
+    # (or the smallest and largest), and a pair of two units under CARRY_SMALL x the median
+    # (1,950) gets every one of the 6 directions, the others per_pair = 2; with carry_units, the
+    # pairs are among those units, by size among them, and the median is theirs (2,250: 1,900 is
+    # then not small, and no pair gets every direction)
+    import dataclasses
+
+    import pymc as pm
+
+    from privinfer.pymc import register_walk
+    from privinfer.pymc.walk import CARRY_SMALL, carried_pairs
+
+    sizes = np.array([800.0, 6000, 1900, 2600, 3400, 9000])
+    U, d = sizes.size, 4
+    with pm.Model():
+        scales = pm.HalfNormal("s", 1.0, shape=(3,))
+        inc = pm.Normal("d", 0.0, 1.0, shape=(U, 3))
+        latent = pm.Normal("x", 0.0, 1.0, shape=(U * d,))
+        info = register_walk(scales=scales, increments=inc, prior_scale=1.0, base=np.zeros((U, d)), kappa=1.0,
+                             weights=np.zeros((U, 3)), latent=latent, grid=np.arange(U * d).reshape(U, d),
+                             code=np.arange(d), groups=np.zeros(U, dtype=np.int64), carry=np.full(U * d, 0.5),
+                             order=2, sizes=sizes)
+    rng = np.random.default_rng(0)
+    chosen = np.array([True, False, True, True, False, True])
+    for units, median, all_counts in ((None, 3000.0, {0, 1}), (chosen, 2250.0, {0})):
+        walk = dataclasses.replace(info, carry_units=units)
+        keep = np.ones(U, dtype=bool) if units is None else units
+        rank = _size_ranks(np.where(keep, 0, 1), sizes)               # ranks in size among the carried
+        n = int(keep.sum())
+        got_all = set()
+        for _ in range(40):
+            (u, v), k = carried_pairs(rng, walk, U, 6, per_pair=2)
+            np.testing.assert_array_equal(k, np.where(np.maximum(sizes[u], sizes[v]) < CARRY_SMALL * median, 6, 2))
+            gap = np.abs(rank[u] - rank[v])
+            assert np.all(keep[u] & keep[v]) and np.all((gap == 1) | (gap == n - 1)) and u.size == n // 2
+            got_all.add(int(np.sum(k == 6)))
+        assert got_all == all_counts       # (800, 1900) is a pair every other time (each 2^-40 to miss)
+    (u, v), k = carried_pairs(rng, dataclasses.replace(info, sizes=None), U, 6, per_pair=2)
+    assert k == 2 and u.size == U // 2
+
+
 def test_empirical_increments_fit_the_category_totals():
     X = np.array([[10.0, 30.0, 20.0, 40.0]])
     base = np.zeros((1, 4))
@@ -531,6 +610,11 @@ def test_register_walk_refuses_bad_carry_fractions():
             register_walk(**kw, carry_units=np.array([True, False]))
         with pytest.raises(ValueError, match="carry_units must be 2 booleans"):
             register_walk(**kw, carry=np.full(6, 0.5), carry_units=np.array([1, 0]))
+        with pytest.raises(ValueError, match="^sizes needs carry fractions"):
+            register_walk(**kw, sizes=np.array([3.0, 4.0]))
+        for bad in (np.array([3.0, 0.0]), np.array([3.0, np.nan]), np.ones(3)):
+            with pytest.raises(ValueError, match="^sizes must be 2 finite positive numbers, one per unit$"):
+                register_walk(**kw, carry=np.full(6, 0.5), sizes=bad)
 
 
 def test_register_walk_refuses_bad_members():

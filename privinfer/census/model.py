@@ -704,14 +704,17 @@ def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, o
     from ``base``, their parents' profiles, plus the cell effects) and each middle level's
     (rows: the lowest units, each departing from its log profile without that walk,
     :func:`_leaf_sum`; members: the lowest units' ancestors at that level; the carried update for
-    the units of at most :data:`CARRY_ROWS` lowest units only)."""
+    the units of at most :data:`CARRY_ROWS` lowest units only).  Every carried update pairs
+    units of similar size (``sizes``: their GLS totals, fixed data)."""
     effects = 0.0 if eps is None else eps[2]
     carry = _carry_fractions(est)
+    leaf_sizes = np.maximum(np.bincount(hier.leaf_unit, weights=np.asarray(est.x, dtype=float),
+                                        minlength=hier.n_units(hier.depth - 1)), 1.0)
     if walk is not None:
         _, step, raw, w, code, spacing = walk
         register_walk(scales=step, increments=raw, prior_scale=step_prior, base=base + effects, kappa=kappa,
                       weights=w, latent=x, grid=hier.leaf_order(), code=code, groups=_groups(hier),
-                      carry=carry, order=order, spacing=spacing)
+                      carry=carry, order=order, spacing=spacing, sizes=leaf_sizes)
     tracts = walk[0] if walk is not None else 0.0
     for l, _, mid in parts:
         if mid is None:
@@ -723,4 +726,5 @@ def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, o
                       base=_leaf_sum(hier, parts, l) + tracts + effects, kappa=kappa, weights=w, latent=x,
                       grid=hier.leaf_order(), code=code, groups=np.asarray(hier.parent[l], dtype=np.int64),
                       members=members, order=order, spacing=spacing, carry=carry,
-                      carry_units=np.bincount(members, minlength=U) <= CARRY_ROWS)
+                      carry_units=np.bincount(members, minlength=U) <= CARRY_ROWS,
+                      sizes=np.bincount(members, weights=leaf_sizes, minlength=U))

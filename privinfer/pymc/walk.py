@@ -24,8 +24,10 @@ One iteration:
    invariant);
 2. when the walk was registered with carry fractions (``register_walk(carry=...)``), the
    carried update (:mod:`privinfer.pymc.walk_carry`): for a fresh matching of sibling pairs
-   (among the registered ``carry_units`` only) and
-   ``carry_directions`` increments per pair, the increments slice sampled with the cells
+   (among the registered ``carry_units`` only; with ``sizes``, a matching of neighbours in
+   size, :func:`~privinfer.pymc.walk_kernel.sized_pairs`) and ``carry_directions`` increments
+   per pair (every one for a pair of two units under :data:`CARRY_SMALL` of the carried units'
+   median size), the increments slice sampled with the cells
    carried along by a zero-sum integer shift that follows their conditional mean -- an exact
    update in ancillary lattice coordinates, which moves a tract's walk and cells together along
    directions (old against young) where alternating their updates is slow.  The step writes
@@ -76,9 +78,9 @@ from .walk_carry import CARRY_WIDTH, carried_update
 from .walk_carry import carry_directions as directions_of_carry
 from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, move_update, refresh_group_means,
                           scale_draw, scale_update_noncentred, scale_update_transport,
-                          scale_update_unit_transport, sibling_pairs)
+                          scale_update_unit_transport, sibling_pairs, sized_pairs)
 
-__all__ = ["WalkGibbs", "register_walk", "scale_prior", "CARRY_DIRECTIONS"]
+__all__ = ["WalkGibbs", "register_walk", "scale_prior", "carried_pairs", "CARRY_DIRECTIONS", "CARRY_SMALL"]
 
 _TAG = "privinfer_walk"
 
@@ -86,10 +88,19 @@ _TAG = "privinfer_walk"
 #: ``carry_directions``), drawn at random among the increments.
 CARRY_DIRECTIONS = 8
 
+#: A walk registered with ``sizes``: its carried update moves a pair along every direction, not
+#: :data:`CARRY_DIRECTIONS`, when both units have under this fraction of the median size of the
+#: carried units.  The data pin a small unit's walk least, so its walk and cells move together
+#: the most and alternating their updates is slowest there (on all Kentucky tracts the slowest
+#: cells are in tracts of about 800 people; 0.65 x the median tract's 3,870 people is 2,500,
+#: 12% of the tracts are under it).  A pair's move is as wide as its larger unit allows, so a
+#: small unit paired with a large one gets the usual count.
+CARRY_SMALL = 0.65
+
 
 def register_walk(*, scales, increments, prior_scale: float, base, kappa, weights, latent, grid, code,
                   groups=None, exponents=None, carry=None, order: int = 1, spacing=None, members=None,
-                  carry_units=None, model=None) -> WalkInfo:
+                  carry_units=None, sizes=None, model=None) -> WalkInfo:
     r"""Record a random-walk departure (module docstring) so that ``pm.sample()`` samples its
     step scales and increments with :class:`WalkGibbs`.
 
@@ -138,6 +149,10 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         their sibling groups; a fixed subset, so every update stays exact), for walks whose
         units differ in how much the carried update is worth against its cost (a county of two
         tracts against one of 190).  None: every unit.  Needs ``carry``.
+    sizes
+        ``(U,)`` positive sizes of the units, fixed (their estimated totals, not the chain's
+        state): the carried update pairs neighbours in size, and moves the pairs of small units
+        along every direction (module docstring, step 2).  None: uniform matchings.  Needs ``carry``.
     order
         1 (default): the increments are the steps between neighbouring categories (a random
         walk); 2: their cumulative sums are (a second-order random walk, whose increments
@@ -164,7 +179,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         if exponents.shape != (U, K1) or np.any((exponents < 0) | (exponents > 1)):
             raise ValueError("exponents must be a (units, K-1) array in [0, 1]")
     spacing = _checked_spacing(order, spacing, K1)
-    groups, carry, carry_units = _checked_units(groups, carry, carry_units, U, grid.size)
+    groups, carry, carry_units, sizes = _checked_units(groups, carry, carry_units, sizes, U, grid.size)
     dof, scale = scale_prior(scales)
     if not np.isclose(scale, float(prior_scale), rtol=1e-9, atol=0.0):
         raise ValueError(f"prior_scale={float(prior_scale):g} differs from the scale {scale:g} of the prior of "
@@ -172,7 +187,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     info = WalkInfo(scales=scales.name, increments=increments.name, prior_scale=scale, prior_dof=dof, base=base,
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
                     groups=groups, exponents=exponents, carry=carry, order=int(order),
-                    spacing=spacing, members=members, carry_units=carry_units)
+                    spacing=spacing, members=members, carry_units=carry_units, sizes=sizes)
     reg = model_registry(model)["walks"]
     if any(scales.name == w.scales for w in reg.values()) or increments.name in reg:
         raise ValueError(f"'{increments.name}' or '{scales.name}' already belongs to a registered walk")
@@ -194,9 +209,10 @@ def _checked_spacing(order, spacing, K1: int):
     return spacing
 
 
-def _checked_units(groups, carry, carry_units, U: int, n: int):
-    """``register_walk``'s ``groups`` (int ``(U,)``), ``carry`` (``(n,)`` in [0, 1]) and
-    ``carry_units`` (bool ``(U,)``, with ``carry`` only), or one-line errors."""
+def _checked_units(groups, carry, carry_units, sizes, U: int, n: int):
+    """``register_walk``'s ``groups`` (int ``(U,)``), ``carry`` (``(n,)`` in [0, 1]),
+    ``carry_units`` (bool ``(U,)``) and ``sizes`` (positive ``(U,)``; both with ``carry``
+    only), or one-line errors."""
     if groups is not None:
         groups = np.asarray(groups, dtype=np.int64)
         if groups.shape != (U,):
@@ -211,7 +227,13 @@ def _checked_units(groups, carry, carry_units, U: int, n: int):
             raise ValueError("carry_units needs carry fractions (carry=...)")
         if carry_units.shape != (U,) or carry_units.dtype != bool:
             raise ValueError(f"carry_units must be {U} booleans, one per unit")
-    return groups, carry, carry_units
+    if sizes is not None:
+        sizes = np.asarray(sizes, dtype=float)
+        if carry is None:
+            raise ValueError("sizes needs carry fractions (carry=...): they shape the carried update")
+        if sizes.shape != (U,) or not np.all(np.isfinite(sizes) & (sizes > 0)):
+            raise ValueError(f"sizes must be {U} finite positive numbers, one per unit")
+    return groups, carry, carry_units, sizes
 
 
 def _n_units(increments) -> int:
@@ -248,6 +270,31 @@ def scale_prior(scales) -> tuple[int, float]:
         raise ValueError(f"the step scales '{scales.name}' need one positive prior scale and "
                          + ("loc 0" if dof == 1 else "Weibull alpha = 2 (the Rayleigh)"))
     return dof, float(s[0]) / (1.0 if dof == 1 else np.sqrt(2.0))
+
+
+def carried_pairs(rng, info: WalkInfo, U: int, n_dirs: int, per_pair=CARRY_DIRECTIONS):
+    """The carried update's pairs ``(u, v)`` and how many of the ``n_dirs`` directions each
+    draws (module docstring, step 2), for the walk ``info`` of ``U`` units: a random matching
+    of sibling units among ``info.carry_units`` (None: all), uniform or, with ``info.sizes``,
+    of neighbours in size (:func:`~privinfer.pymc.walk_kernel.sized_pairs`; ``groups`` None:
+    every unit alone, ``v = -1``); ``per_pair`` directions (None: all), every direction for a
+    pair of two units under :data:`CARRY_SMALL` of the carried units' median size.
+    The choice never depends on the chain's state, so the update stays exact."""
+    idx = np.arange(U) if info.carry_units is None else np.flatnonzero(info.carry_units)
+    k = n_dirs if per_pair is None else min(int(per_pair), n_dirs)
+    if info.groups is None:
+        pairs = idx, np.full(idx.size, -1, dtype=np.int64)
+    elif info.sizes is None:
+        u, v = sibling_pairs(rng, info.groups[idx])
+        pairs = idx[u], idx[v]
+    else:
+        u, v = sized_pairs(rng, info.groups[idx], info.sizes[idx])
+        pairs = idx[u], idx[v]
+    if info.sizes is None:
+        return pairs, k
+    u, v = pairs
+    larger = np.where(v < 0, info.sizes[u], np.maximum(info.sizes[u], info.sizes[np.maximum(v, 0)]))
+    return pairs, np.where(larger < CARRY_SMALL * np.median(info.sizes[idx]), n_dirs, k)
 
 
 def _walks(model, vars):
@@ -449,16 +496,6 @@ class WalkGibbs(ArrayStepShared):
             self._cells_out = None
         return new_point, stats
 
-    def _matching(self, U: int, groups, units=None):
-        """A uniformly random matching ``(u, v)`` of ``U`` sibling units among ``units`` (bool
-        ``(U,)``; None: all); ``groups`` None: every unit alone (``v = -1``)."""
-        idx = np.arange(U)
-        if units is not None:
-            idx = idx[units]
-        if groups is None:
-            return idx, np.full(idx.size, -1, dtype=np.int64)
-        u, v = sibling_pairs(self.rng, groups[idx])
-        return idx[u], idx[v]
 
     @classmethod
     def competence(cls, var, has_grad):
@@ -495,14 +532,14 @@ class WalkGibbs(ArrayStepShared):
             rows = self._rows
             cells = np.array(x, dtype=np.int64)
             res = rows.residuals(cells, self._y)
-            pairs = self._matching(delta.shape[0], groups, info.carry_units)
+            pairs, per_pair = carried_pairs(self.rng, info, delta.shape[0], self._carry_dirs.shape[0],
+                                            self.carry_directions)
             carry_evals, moved = carried_update(self.rng, cells, res, pairs, grid=info.grid, code=info.code,
                                                 base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
                                                 carry=info.carry, row_ptr=rows.row_ptr, rows=rows.rows, w=rows.w,
                                                 directions=self._carry_dirs, widths=self.carry_width,
                                                 walk_order=info.order, spacing=info.spacing,
-                                                per_pair=None if self.carry_directions is None
-                                                else min(self.carry_directions, self._carry_dirs.shape[0]),
+                                                per_pair=per_pair,
                                                 steps=self.slice_steps, members=info.members)
             if self.tune:
                 self.carry_width = self._running_mean(self.carry_width, moved, CARRY_WIDTH)

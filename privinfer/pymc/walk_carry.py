@@ -235,6 +235,8 @@ def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, e
         u, v = pu[p], pv[p]
         for kk in range(order.shape[1]):
             k = order[p, kk]
+            if k < 0:
+                break
             D = dirs[k]
             # the ancillary coordinates xi = x - h(theta) of every row of both units at the current profiles
             for sgn, unit in ((1.0, u), (-1.0, v)):
@@ -325,8 +327,9 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
                    directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1, spacing=None,
                    steps: int = CARRY_STEPS, members=None):
     """One carried update (module docstring) of every pair in ``pairs`` along ``per_pair``
-    directions drawn at random without replacement for each pair (default: all of them, in a
-    random order; a choice independent of the state, so every update stays exact).
+    directions (one count, or one per pair) drawn at random without replacement for each pair
+    (default: all of them, in a random order; a choice independent of the state, so every update
+    stays exact).
 
     ``x`` (int64, n) and ``res = y - Bx`` (float, m) are updated in place, and so are ``eta``
     (the centred increments, ``(U, K-1)``) and ``delta`` (the raw increments); ``pairs`` is
@@ -355,12 +358,13 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     carry = np.ascontiguousarray(np.asarray(carry, dtype=float)[grid])
     N = np.asarray(x, dtype=np.int64)[grid].sum(axis=1)
     rsum = carry.sum(axis=1)
-    k = dirs.shape[0] if per_pair is None else int(per_pair)
-    if not 1 <= k <= dirs.shape[0]:
-        raise ValueError(f"per_pair must be between 1 and the number of directions ({dirs.shape[0]})")
+    k = np.broadcast_to(np.asarray(dirs.shape[0] if per_pair is None else per_pair), pu.shape)
+    if k.size and (np.any(k != np.round(k)) or not 1 <= k.min() <= k.max() <= dirs.shape[0]):
+        raise ValueError(f"per_pair must be integers between 1 and the number of directions ({dirs.shape[0]})")
     if int(steps) != steps or steps < 1:
         raise ValueError("steps must be an integer >= 1")
-    order = np.ascontiguousarray(np.argsort(rng.random((pu.size, dirs.shape[0])), axis=1)[:, :k])
+    order = np.argsort(rng.random((pu.size, dirs.shape[0])), axis=1)
+    order = np.ascontiguousarray(np.where(np.arange(dirs.shape[0]) < k[:, None], order, -1)[:, :int(k.max(initial=1))])
     moved = np.zeros(dirs.shape[0])
     used = np.zeros(dirs.shape[0])
     _seed(int(rng.integers(2**63 - 1)))

@@ -94,7 +94,7 @@ SLICE_STEPS = 40
 
 __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offsets", "unit_loglik", "unit_rows",
            "checked_members",
-           "unit_score_info", "sibling_pairs", "laplace_mh", "move_update", "group_means",
+           "unit_score_info", "sibling_pairs", "sized_pairs", "laplace_mh", "move_update", "group_means",
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
            "centred", "slice_coordinate", "row_fits", "scale_update_unit_transport",
            "update_log_scales"]
@@ -162,15 +162,49 @@ def sibling_pairs(rng, groups):
     """A uniformly random matching of the units within each group: ``(u, v)`` index arrays
     (a group of odd size leaves one unit out)."""
     groups = np.asarray(groups, dtype=np.int64)
-    U = groups.size
-    order = np.lexsort((rng.random(U), groups))
+    return _consecutive_pairs(np.lexsort((rng.random(groups.size), groups)), groups, 0)
+
+
+def _consecutive_pairs(order, groups, shift):
+    """The pairs of neighbours in ``order`` (units sorted by group, then by whatever the
+    matching sorts by) within each group: ranks (0, 1), (2, 3), ... of a group with ``shift`` 0,
+    (1, 2), (3, 4), ... with ``shift`` 1 (an int, or one per unit in ``order``'s order)."""
     g = groups[order]
     first = np.r_[True, g[1:] != g[:-1]]
-    start = np.maximum.accumulate(np.where(first, np.arange(U), 0))
-    rank = np.arange(U) - start
-    head = (rank % 2 == 0) & np.r_[g[1:] == g[:-1], False]
+    start = np.maximum.accumulate(np.where(first, np.arange(g.size), 0))
+    rank = np.arange(g.size) - start
+    head = ((rank + shift) % 2 == 0) & np.r_[g[1:] == g[:-1], False]
     pos = np.flatnonzero(head)
     return order[pos], order[pos + 1]
+
+
+def sized_pairs(rng, groups, sizes):
+    r"""A matching of neighbours in size within each group: ``(u, v)`` index arrays.  Each
+    group's units sorted by ``sizes`` (ties by index) are paired first with second, third with
+    fourth, ... or, with probability 1/2 independently per group, second with third, fourth with
+    fifth, ... and, in a group of even size, the smallest with the largest (the order read as a
+    cycle, so a group of two is always paired).  Every unit but a group's smallest and largest
+    has a partner next to it in size every time, and those two every other time.
+
+    Why.  A pair move :math:`\delta_u + \Delta,\ \delta_v - \Delta` of centred increments is
+    as wide as the *tighter* of the two units' conditionals: a tract of 800 people paired with
+    one of 6,000 moves its departure by the larger tract's posterior spread, several times less
+    than its own.  Under a uniform matching (:func:`sibling_pairs`) a small unit among many large
+    siblings (a small tract in a county of 185) almost never meets a partner of its size.
+    ``sizes`` must not depend on the chain's state (e.g. the units' estimated totals), so the
+    matching is drawn independently of the state and every move made with it stays exact."""
+    groups = np.asarray(groups, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=float)
+    if sizes.shape != groups.shape:
+        raise ValueError("sizes must give one number per unit")
+    order = np.lexsort((np.arange(groups.size), sizes, groups))
+    g = groups[order]
+    shift = rng.integers(2, size=int(g.max(initial=-1)) + 1)
+    u, v = _consecutive_pairs(order, groups, shift[g])
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    n = np.diff(np.r_[first, g.size])
+    wrap = (shift[g[first]] == 1) & (n % 2 == 0)                  # the ends, left out: paired together
+    return np.r_[u, order[first[wrap]]], np.r_[v, order[first[wrap] + n[wrap] - 1]]
 
 
 def group_means(delta, groups):
