@@ -360,7 +360,8 @@ class WalkGibbs(ArrayStepShared):
         random matchings (pair moves of every unit) per iteration (default 2).
     carry_directions
         increments per sibling pair and iteration in the carried update (drawn at random;
-        ``None``: all), default :data:`CARRY_DIRECTIONS`; the update runs when the walk was
+        ``None``: all), default :data:`CARRY_DIRECTIONS` (all for the pairs of small units of a
+        walk registered with ``sizes``, :data:`CARRY_SMALL`); the update runs when the walk was
         registered with carry fractions.  On 12 Kentucky counties (94 tracts, 2 x (300 + 600)
         iterations), the tracts' share aged 65+ had a bulk ESS of median 123 (min 20) of 1,200
         draws without the carried update, 296 (43) with 8 directions and 376 (101) with all 22;
