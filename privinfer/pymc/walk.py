@@ -284,11 +284,9 @@ def carried_pairs(rng, info: WalkInfo, U: int, n_dirs: int, per_pair=CARRY_DIREC
     k = n_dirs if per_pair is None else min(int(per_pair), n_dirs)
     if info.groups is None:
         pairs = idx, np.full(idx.size, -1, dtype=np.int64)
-    elif info.sizes is None:
-        u, v = sibling_pairs(rng, info.groups[idx])
-        pairs = idx[u], idx[v]
     else:
-        u, v = sized_pairs(rng, info.groups[idx], info.sizes[idx])
+        groups = info.groups[idx]
+        u, v = sibling_pairs(rng, groups) if info.sizes is None else sized_pairs(rng, groups, info.sizes[idx])
         pairs = idx[u], idx[v]
     if info.sizes is None:
         return pairs, k
@@ -496,7 +494,6 @@ class WalkGibbs(ArrayStepShared):
             new_point[self._latent_name] = self._cells_out.astype(np.asarray(point[self._latent_name]).dtype)
             self._cells_out = None
         return new_point, stats
-
 
     @classmethod
     def competence(cls, var, has_grad):
