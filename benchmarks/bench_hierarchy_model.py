@@ -223,7 +223,13 @@ def main(argv=None):
           f"{float(ss['tree_depth'].mean()):.1f}; concentration {np.median(kappa):.1f}"
           + (f"; walk acceptance {float(ss['walk_accept'].mean()):.2f}" if "walk_accept" in ss else "")
           + (f", carried-update evaluations per iteration {float(ss['walk_carry_evals'].mean()):.0f}"
-             if "walk_carry_evals" in ss else ""))
+             if "walk_carry_evals" in ss else "")
+          + (f", scale-update evaluations per iteration {float(ss['walk_scale_evals'].mean()):.0f}"
+             f" (proposals accepted {float(ss['walk_scale_accept'].mean()):.2f})" if "walk_scale_evals" in ss else ""))
+    for name in [v for v in idata.posterior.data_vars if v.startswith("step_scale")]:
+        ess_s = az.ess(idata, var_names=[name])[name].values
+        print(f"{name}: bulk ESS min {np.min(ess_s):.0f}, median {np.median(ess_s):.0f}; last two "
+              f"{', '.join(f'{v:.0f}' for v in ess_s[-2:])}")
     if "cell_effect" in idata.posterior:
         rh_e = az.rhat(idata, var_names=["cell_effect"])["cell_effect"].values
         ess_e = az.ess(idata, var_names=["cell_effect"])["cell_effect"].values

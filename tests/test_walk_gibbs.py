@@ -95,6 +95,13 @@ def _ks(sample, grid, cdf):
     return stats.kstest(sample, lambda v: np.interp(v, grid, cdf)).pvalue
 
 
+def _assert_moved(out, lam0, corrected: bool):
+    """The update is not the identity: an exact slice update moves (almost) every draw; a
+    corrected one moves those whose proposal was accepted, here (quadratic surrogates of
+    Dirichlet-multinomial cells of 3 to 60 people, far from Gaussian) well over half."""
+    assert np.mean(np.abs(out - lam0) > 1e-12) > (0.5 if corrected else 0.9)
+
+
 def _assert_far_from_gaussian(grid, cdf, n):
     """Power: the KS distance D between the conditional and the normal with its mean and sd is
     so large that a sample of ``n`` from that normal would be rejected at level ALPHA (its
@@ -173,13 +180,16 @@ def test_scale_draw_is_the_exact_conditional(dof):
     assert _ks(other, grid, cdf) < ALPHA                                # and tells the priors apart
 
 
-@pytest.mark.parametrize("dof, several_rows, steps", [(1, False, 40), (2, False, 40), (2, True, 40), (1, False, 1)])
-def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, several_rows, steps):
+@pytest.mark.parametrize("dof, several_rows, steps, corrected", [(1, False, 40, False), (2, False, 40, False),
+                                                              (2, True, 40, False), (1, False, 1, False),
+                                                              (2, True, 40, True), (1, False, 1, True)])
+def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, several_rows, steps, corrected):
     # three units in one sibling group, standardized increments eps fixed; lambda = log sigma
     # has the conditional -e^{2 lambda}/(2 s^2) + dof lambda + sum_u l(X_u, e^lambda * eps_c_u)
     # (the scaled-chi prior with dof degrees of freedom and the log transform's Jacobian);
     # several_rows: unit 0 owns a fourth row of cells too (members), its l the sum over both;
-    # steps 1: the slice's interval one width (2) and no stepping out
+    # steps 1: the slice's interval one width (2) and no stepping out; corrected: slice sampling
+    # on the quadratic surrogate, each proposal corrected to the exact target (delayed acceptance)
     rng = np.random.default_rng(8)
     s = 0.5
     rows = 4 if several_rows else 3
@@ -201,12 +211,15 @@ def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, sev
     out = np.empty(n)
     for j in range(n):
         sigma = np.array([np.exp(lam0[j])])
-        new_sigma, new_delta, evals = wk.scale_update_noncentred(rng, X, B, eps * sigma, groups, sigma, kappa, CODE, s,
-                                                                 prior_dof=dof, members=members, steps=steps,
-                                                                 width=2.0 if steps == 1 else wk.SLICE_WIDTH)
+        new_sigma, new_delta, evals, acc = wk.scale_update_noncentred(
+            rng, X, B, eps * sigma, groups, sigma, kappa, CODE, s, prior_dof=dof, members=members, steps=steps,
+            width=2.0 if steps == 1 else wk.SLICE_WIDTH, corrected=corrected)
         assert np.allclose(new_delta, eps * new_sigma)                  # eps is kept
+        moved = not np.isclose(new_sigma[0], sigma[0], rtol=1e-12, atol=0)
+        assert acc == (moved if corrected else 1)                        # a refused proposal keeps the point
+        assert evals == 2 if corrected else evals >= 2                   # corrected: the start and the proposal
         out[j] = np.log(new_sigma[0])
-    assert np.mean(out != lam0) > 0.9
+    _assert_moved(out, lam0, corrected)
     assert _ks(out, grid, cdf) > ALPHA
     _assert_far_from_gaussian(grid, cdf, n)
 
@@ -236,6 +249,31 @@ def test_slice_coordinate_leaves_its_target_invariant_whatever_the_stepping_out(
             assert evals / n < 3.5                         # a wide interval shrinks in few evaluations
 
 
+@pytest.mark.parametrize("steps", [1, 40])
+def test_corrected_slice_update_leaves_the_target_invariant_whatever_the_surrogate(steps):
+    # target: the log of a Gamma(2) variable (density e^{2v - e^v}, skewed, sd 0.8); surrogate:
+    # a normal log density centred 0.7 off the target's mode with sd 0.5 (a poor fit).  Exact
+    # draws, one update each: the corrected update passes the KS test against the exact law;
+    # slice sampling the surrogate alone (its proposals taken without the test) fails it
+    # (power); one target evaluation at the start and one for the coordinate
+    rng = np.random.default_rng(23)
+    n = 4000
+    target = lambda t: 2 * t[0] - np.exp(t[0])                          # noqa: E731
+    surrogate = lambda t: -0.5 * ((t[0] - np.log(2.0) - 0.7) / 0.5) ** 2  # noqa: E731
+    lam0 = np.log(rng.gamma(2.0, size=n))
+    out, raw = np.empty(n), np.empty(n)
+    accepted = 0
+    for j in range(n):
+        new, evals, acc = wk.update_log_scales_corrected(rng, target, surrogate, np.array([lam0[j]]), 1.0, steps)
+        assert evals == 2 and acc == (new[0] != lam0[j])               # a refusal keeps the point
+        out[j], accepted = new[0], accepted + acc
+        raw[j] = wk.slice_coordinate(rng, surrogate, np.array([lam0[j]]), 0, surrogate(np.array([lam0[j]])), 1.0,
+                                     steps)[0][0]
+    assert stats.kstest(np.exp(out), stats.gamma(2.0).cdf).pvalue > ALPHA
+    assert stats.kstest(np.exp(raw), stats.gamma(2.0).cdf).pvalue < ALPHA
+    assert 0.3 < accepted / n < 0.95                                    # refusals happen; moves too
+
+
 def test_partly_non_centred_scale_update_leaves_the_exact_conditional_invariant():
     # coordinates eps_u = delta_u / sigma^{w_u} held fixed (w differs by unit); the density of
     # lambda = log sigma, written from the model's parts: HalfNormal(sigma; s) * sigma (log
@@ -262,8 +300,8 @@ def test_partly_non_centred_scale_update_leaves_the_exact_conditional_invariant(
     out = np.empty(n)
     for j in range(n):
         sigma = np.array([np.exp(lam0[j])])
-        new_sigma, new_delta, _ = wk.scale_update_noncentred(rng, X, B, eps * sigma ** w, groups, sigma, kappa,
-                                                             CODE, s, exponents=w)
+        new_sigma, new_delta, _, _ = wk.scale_update_noncentred(rng, X, B, eps * sigma ** w, groups, sigma, kappa,
+                                                                CODE, s, exponents=w)
         assert np.allclose(new_delta, eps * new_sigma ** w)               # the coordinates are kept
         out[j] = np.log(new_sigma[0])
     assert _ks(out, grid, cdf) > ALPHA
@@ -308,8 +346,9 @@ def _transport_logd(lam, X, B, kappa, code, grouped, xi, nu, s0, order=1, dof=1)
     return logd
 
 
-@pytest.mark.parametrize("grouped, steps", [(True, 40), (False, 40), (True, 1)])
-def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, steps):
+@pytest.mark.parametrize("grouped, steps, corrected", [(True, 40, False), (False, 40, False), (True, 1, False),
+                                                       (True, 40, True), (False, 1, True)])
+def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, steps, corrected):
     # coordinates (xi, nu) held fixed; the density of lambda = log sigma from the model's parts:
     # HalfNormal(sigma; s0) * sigma (log transform) * prod_u N(delta_u; 0, sigma^2) * the
     # Jacobian of (xi, nu) -> (eta, mean) * prod_u L_u(eta_u)
@@ -331,32 +370,34 @@ def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, 
     _assert_invariant_against_noncentred(
         rng, wk.scale_update_transport,
         lambda l: _transport_state(np.array([[l]]), X, B, kappa, CODE, grouped, xi, nu)[1][0],
-        lam0, grid, cdf, steps, (X, B, groups, kappa, CODE, s0), None)
+        lam0, grid, cdf, steps, (X, B, groups, kappa, CODE, s0), None, corrected)
 
 
-def _assert_invariant_against_noncentred(rng, update, delta_at, lam0, grid, cdf, steps, case, members):
+def _assert_invariant_against_noncentred(rng, update, delta_at, lam0, grid, cdf, steps, case, members,
+                                         corrected=False):
     """One ``update`` of every exact draw ``lam0`` of a log scale, from the raw increments
     ``delta_at(lam)`` of the update's fixed coordinates: the coordinates are kept, the draws
     move and pass the KS test against ``cdf``; power: the non-centred update from the same
     states (it holds delta / sigma fixed instead, a different conditional) fails it.  ``case``:
-    ``(X, B, groups, kappa, code, s0)``."""
+    ``(X, B, groups, kappa, code, s0)``; ``corrected``: the update's delayed-acceptance form."""
     X, B, groups, kappa, code, s0 = case
     width = 2.0 if steps == 1 else wk.SLICE_WIDTH
     out = np.empty(lam0.size)
     for j, l in enumerate(lam0):
-        new_sigma, new_delta, _ = update(rng, X, B, delta_at(l), groups, np.exp([l]), kappa, code, s0, steps=steps,
-                                         width=width, **({} if members is None else {"members": members}))
+        new_sigma, new_delta, _, _ = update(rng, X, B, delta_at(l), groups, np.exp([l]), kappa, code, s0,
+                                            steps=steps, width=width, corrected=corrected,
+                                            **({} if members is None else {"members": members}))
         assert np.allclose(new_delta, delta_at(np.log(new_sigma[0])))     # the coordinates are kept
         out[j] = np.log(new_sigma[0])
-    assert np.mean(out != lam0) > 0.9
+    _assert_moved(out, lam0, corrected)
     assert _ks(out, grid, cdf) > ALPHA
     other = np.array([np.log(wk.scale_update_noncentred(rng, X, B, delta_at(l), groups, np.exp([l]), kappa, code, s0,
                                                         members=members)[0][0]) for l in lam0])
     assert _ks(other, grid, cdf) < ALPHA
 
 
-@pytest.mark.parametrize("order, dof", [(1, 1), (2, 1), (2, 2)])
-def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order, dof):
+@pytest.mark.parametrize("order, dof, corrected", [(1, 1, False), (2, 1, False), (2, 2, False), (2, 2, True)])
+def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order, dof, corrected):
     # two increments per unit (three age groups), one sibling group: the update slice samples
     # both log scales in turn, so it leaves their joint conditional (2-D quadrature) invariant;
     # KS tests of both margins (level ALPHA / 2 each); order 2: the increments of a second-order
@@ -385,14 +426,14 @@ def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order, dof)
         sigma = np.exp(lam0[j])
         start = _transport_state(lam0[j][None], X, B, kappa, code, True, xi, nu, order)[1][0]
         out[j] = np.log(wk.scale_update_transport(rng, X, B, start, groups, sigma, kappa, code, s0, order=order,
-                                                  prior_dof=dof)[0])
+                                                  prior_dof=dof, corrected=corrected)[0])
     for k in range(2):
         marg = p.reshape(g.size, g.size).sum(axis=1 - k)
         edges = np.r_[g - h / 2, g[-1] + h / 2]
         cdf = np.r_[0.0, np.cumsum(marg)]
         assert stats.kstest(out[:, k], lambda v: np.interp(v, edges, cdf)).pvalue > ALPHA / 2
         # the draws moved: the update is not the identity
-        assert np.mean(np.abs(out[:, k] - lam0[:, k]) > 1e-12) > 0.9
+        assert np.mean(np.abs(out[:, k] - lam0[:, k]) > 1e-12) > (0.5 if corrected else 0.9)
 
 
 def _unit_transport_delta(lam, X, B, kappa, code, members, c, xi, order=1):
@@ -433,8 +474,9 @@ def _unit_transport_logd(lam, X, B, kappa, code, members, groups, xi, s0, order=
     return logd, c
 
 
-@pytest.mark.parametrize("grouped, steps", [(True, 40), (False, 40), (True, 1)])
-def test_unit_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, steps):
+@pytest.mark.parametrize("grouped, steps, corrected", [(True, 40, False), (False, 40, False), (True, 1, False),
+                                                       (True, 40, True), (False, 40, True)])
+def test_unit_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, steps, corrected):
     # five rows of cells with different base profiles, 3 to 60 people, so that the units'
     # information differs: grouped, two units of three and two rows; not, three units of three,
     # one and one rows; the
@@ -458,7 +500,7 @@ def test_unit_transport_scale_update_leaves_the_exact_conditional_invariant(grou
     _assert_invariant_against_noncentred(
         rng, wk.scale_update_unit_transport,
         lambda l: _unit_transport_delta(np.array([[l]]), X, B, kappa, CODE, members, c, xi)[0][0],
-        lam0, grid, cdf, steps, (X, B, groups, kappa, CODE, s0), members)
+        lam0, grid, cdf, steps, (X, B, groups, kappa, CODE, s0), members, corrected)
 
 
 def test_sibling_pairs_is_a_matching_within_groups():
