@@ -54,6 +54,9 @@ def test_draws_keep_the_invariant_and_stay_non_negative(smooth):
     assert np.all((acc > 0) & (acc <= 1)) and moved.mean() > 0.05  # the cells move
     if smooth:                                                         # and so does the walk
         assert idata.sample_stats["walk_accept"].values.mean() > 0.5
+        # the scales' corrected proposals (a quadratic surrogate of the cells): mostly accepted;
+        # a surrogate unrelated to the target would be refused nearly always
+        assert idata.sample_stats["walk_scale_accept"].values.mean() > 0.5
         inc = idata.posterior["step_tract_age"].values[0]
         assert np.mean(np.any(np.diff(inc, axis=0) != 0, axis=(1, 2))) > 0.9
         scale = idata.posterior["step_scale_age"].values[0]

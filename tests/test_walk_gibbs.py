@@ -617,6 +617,8 @@ def test_walk_gibbs_refuses_what_it_cannot_sample():
         for bad in (0, 1.5):
             with pytest.raises(ValueError, match="^slice_steps must be an integer >= 1$"):
                 WalkGibbs(slice_steps=bad)
+        with pytest.raises(ValueError, match="^scale_surrogate must be True or False$"):
+            WalkGibbs(scale_surrogate="yes")
         model["noncentering_age"].set_value(np.full(model["noncentering_age"].get_value().shape, 0.5))
         with pytest.raises(ValueError, match="centred"):
             WalkGibbs()
