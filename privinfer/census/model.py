@@ -110,7 +110,9 @@ pairs of sibling tracts are updated at once by independence Metropolis--Hastings
 Laplace approximation of their exact conditional, then moved again with the cells carried along
 (each cell shifted with its conditional mean by the weight :math:`v_m/(v_m + \hat x)` of the
 prior in it, ``v_m`` its GLS variance; :mod:`privinfer.pymc.walk_carry`), and the step scales by
-an exact generalized inverse Gaussian draw interwoven with a transport slice update; NUTS for
+an exact generalized inverse Gaussian draw interwoven with a transport slice update (slice
+sampled on the cells' quadratic expansions, each scale's proposal then accepted or refused by
+the exact target: delayed acceptance, exact); NUTS for
 the remaining continuous parameters (profiles, county scales, overdispersion), whose number no
 longer grows with the tracts (the cell effects, when on, by
 :class:`~privinfer.pymc.CellEffectsGibbs`); the top
