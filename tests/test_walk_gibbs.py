@@ -182,7 +182,8 @@ def test_scale_draw_is_the_exact_conditional(dof):
 
 @pytest.mark.parametrize("dof, several_rows, steps, corrected", [(1, False, 40, False), (2, False, 40, False),
                                                               (2, True, 40, False), (1, False, 1, False),
-                                                              (2, True, 40, True), (1, False, 1, True)])
+                                                              (2, True, 40, True), (1, False, 1, True),
+                                                              (2, True, 40, "reference")])
 def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, several_rows, steps, corrected):
     # three units in one sibling group, standardized increments eps fixed; lambda = log sigma
     # has the conditional -e^{2 lambda}/(2 s^2) + dof lambda + sum_u l(X_u, e^lambda * eps_c_u)
@@ -213,7 +214,8 @@ def test_noncentred_scale_update_leaves_the_exact_conditional_invariant(dof, sev
         sigma = np.array([np.exp(lam0[j])])
         new_sigma, new_delta, evals, acc = wk.scale_update_noncentred(
             rng, X, B, eps * sigma, groups, sigma, kappa, CODE, s, prior_dof=dof, members=members, steps=steps,
-            width=2.0 if steps == 1 else wk.SLICE_WIDTH, corrected=corrected)
+            width=2.0 if steps == 1 else wk.SLICE_WIDTH, corrected=bool(corrected),
+            reference=np.array([-1.0]) if corrected == "reference" else None)
         assert np.allclose(new_delta, eps * new_sigma)                  # eps is kept
         moved = not np.isclose(new_sigma[0], sigma[0], rtol=1e-12, atol=0)
         assert acc == (moved if corrected else 1)                        # a refused proposal keeps the point
@@ -272,6 +274,18 @@ def test_corrected_slice_update_leaves_the_target_invariant_whatever_the_surroga
     assert stats.kstest(np.exp(out), stats.gamma(2.0).cdf).pvalue > ALPHA
     assert stats.kstest(np.exp(raw), stats.gamma(2.0).cdf).pvalue < ALPHA
     assert 0.3 < accepted / n < 0.95                                    # refusals happen; moves too
+
+
+def test_scale_updates_refuse_a_bad_reference():
+    X = np.stack([_case(n=n, seed=k)[0] for k, n in enumerate((6, 40, 15))])
+    B = np.tile(_case()[1], (3, 1))
+    groups = np.zeros(3, dtype=np.int64)
+    delta = np.array([[0.2], [-0.1], [0.3]])
+    for update in (wk.scale_update_transport, wk.scale_update_unit_transport, wk.scale_update_noncentred):
+        for bad in (np.array([0.0, 1.0]), np.array([np.nan])):
+            with pytest.raises(ValueError, match=r"^reference must be 1 finite log scales$"):
+                update(np.random.default_rng(0), X, B, delta, groups, np.array([0.5]), 40.0, CODE, 0.5,
+                       corrected=True, reference=bad)
 
 
 def test_partly_non_centred_scale_update_leaves_the_exact_conditional_invariant():
@@ -347,7 +361,7 @@ def _transport_logd(lam, X, B, kappa, code, grouped, xi, nu, s0, order=1, dof=1)
 
 
 @pytest.mark.parametrize("grouped, steps, corrected", [(True, 40, False), (False, 40, False), (True, 1, False),
-                                                       (True, 40, True), (False, 1, True)])
+                                                       (True, 40, True), (False, 1, True), (True, 40, "reference")])
 def test_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, steps, corrected):
     # coordinates (xi, nu) held fixed; the density of lambda = log sigma from the model's parts:
     # HalfNormal(sigma; s0) * sigma (log transform) * prod_u N(delta_u; 0, sigma^2) * the
@@ -379,13 +393,16 @@ def _assert_invariant_against_noncentred(rng, update, delta_at, lam0, grid, cdf,
     ``delta_at(lam)`` of the update's fixed coordinates: the coordinates are kept, the draws
     move and pass the KS test against ``cdf``; power: the non-centred update from the same
     states (it holds delta / sigma fixed instead, a different conditional) fails it.  ``case``:
-    ``(X, B, groups, kappa, code, s0)``; ``corrected``: the update's delayed-acceptance form."""
+    ``(X, B, groups, kappa, code, s0)``; ``corrected``: the update's delayed-acceptance form
+    (``"reference"``: with the expansions at the increments of the fixed log scale -1, which
+    no draw depends on)."""
     X, B, groups, kappa, code, s0 = case
     width = 2.0 if steps == 1 else wk.SLICE_WIDTH
+    ref = np.array([-1.0]) if corrected == "reference" else None
     out = np.empty(lam0.size)
     for j, l in enumerate(lam0):
         new_sigma, new_delta, _, _ = update(rng, X, B, delta_at(l), groups, np.exp([l]), kappa, code, s0,
-                                            steps=steps, width=width, corrected=corrected,
+                                            steps=steps, width=width, corrected=bool(corrected), reference=ref,
                                             **({} if members is None else {"members": members}))
         assert np.allclose(new_delta, delta_at(np.log(new_sigma[0])))     # the coordinates are kept
         out[j] = np.log(new_sigma[0])
@@ -475,7 +492,7 @@ def _unit_transport_logd(lam, X, B, kappa, code, members, groups, xi, s0, order=
 
 
 @pytest.mark.parametrize("grouped, steps, corrected", [(True, 40, False), (False, 40, False), (True, 1, False),
-                                                       (True, 40, True), (False, 40, True)])
+                                                       (True, 40, True), (False, 40, "reference")])
 def test_unit_transport_scale_update_leaves_the_exact_conditional_invariant(grouped, steps, corrected):
     # five rows of cells with different base profiles, 3 to 60 people, so that the units'
     # information differs: grouped, two units of three and two rows; not, three units of three,
