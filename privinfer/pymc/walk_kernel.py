@@ -573,11 +573,10 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
             return f if np.isfinite(f) else -np.inf
         return target
 
-    ref = _reference(reference, delta.shape[1])
-    at = None if ref is None else centred(eps * np.exp(ref)[None, :] ** W, groups)
     lam, evals, accepted = _log_scale_moves(
         rng, target_with(_cells_loglik(X, base, kappa, code, order, spacing, members)),
-        _surrogate(target_with, corrected, X, base, kappa, code, order, spacing, members, delta.shape, at),
+        _surrogate(target_with, corrected, X, base, kappa, code, order, spacing, members, delta.shape, reference,
+                   lambda ref: centred(eps * np.exp(ref)[None, :] ** W, groups)),
         np.log(sigma), width, steps)
     sigma_new = np.exp(lam)
     return sigma_new, eps * sigma_new[None, :] ** W, evals, accepted
@@ -762,10 +761,10 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
             return f if np.isfinite(f) else -np.inf
         return target
 
-    at = None if _reference(reference, K1) is None else state(_reference(reference, K1))[0]
     lam, evals, accepted = _log_scale_moves(rng, target_with(_cells_loglik(X, base, kappa, code, order, spacing)),
                                             _surrogate(target_with, corrected, X, base, kappa, code, order, spacing,
-                                                       None, delta.shape, at), lam, width, steps)
+                                                       None, delta.shape, reference, lambda ref: state(ref)[0]),
+                                            lam, width, steps)
     return np.exp(lam), state(lam)[1], evals, accepted
 
 
@@ -838,11 +837,10 @@ def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code,
             return f if np.isfinite(f) else -np.inf
         return target
 
-    ref = _reference(reference, K1)
     lam, evals, accepted = _log_scale_moves(
         rng, target_with(_cells_loglik(X, base, kappa, code, order, spacing, members)),
-        _surrogate(target_with, corrected, X, base, kappa, code, order, spacing, members, delta.shape,
-                   None if ref is None else centred(state(ref)[0], groups)),
+        _surrogate(target_with, corrected, X, base, kappa, code, order, spacing, members, delta.shape, reference,
+                   lambda ref: centred(state(ref)[0], groups)),
         lam, width, steps)
     return np.exp(lam), state(lam)[0], evals, accepted
 
@@ -857,15 +855,19 @@ def _cells_loglik(X, base, kappa, code, order, spacing, members=None):
     return loglik
 
 
-def _surrogate(target_with, corrected: bool, X, base, kappa, code, order, spacing, members, shape, at=None):
+def _surrogate(target_with, corrected: bool, X, base, kappa, code, order, spacing, members, shape, reference,
+               increments_at):
     """A scale update's target with the cells' log likelihood replaced by its rows' quadratic
     expansions (:func:`row_expansions`, :func:`quadratic_loglik`) at the units' centred
-    increments ``at`` ``(U, K1)`` (None: at the rows' empirical increments): ``target_with``
-    applied to that function; None unless ``corrected``.  ``shape``: the raw increments'
-    ``(U, K1)``."""
+    increments ``increments_at(reference)`` ``(U, K1)`` (the update's map of its held
+    coordinates at the ``reference`` log scales; ``reference`` None: at the rows' empirical
+    increments): ``target_with`` applied to that function; None unless ``corrected`` (the
+    reference is checked either way).  ``shape``: the raw increments' ``(U, K1)``."""
+    U, K1 = shape
+    ref = _reference(reference, K1)
     if not corrected:
         return None
-    U, K1 = shape
+    at = None if ref is None else increments_at(ref)
     rows = None if at is None else (at if members is None else at[np.asarray(members, dtype=np.int64)])
     e_hat, score, info = row_expansions(X, base, kappa, code, K1, order, spacing, rows)
     return target_with(quadratic_loglik(e_hat, score, info, members, U))
