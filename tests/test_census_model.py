@@ -145,6 +145,35 @@ def test_walk_gibbs_carries_the_cells_and_keeps_every_tract_total():
         WalkGibbs(carry_directions=0)
 
 
+def test_walk_gibbs_carries_the_cells_along_its_scales_when_asked():
+    # scale_carry: after the usual updates, that many log scales are slice sampled again with
+    # every tract's increments and cells carried along (exactness: tests/test_walk_carry.py);
+    # the step keeps every tract's total, tunes that update's own widths during warm-up, and
+    # refuses a count that is not a non-negative integer
+    from privinfer.pymc.walk_kernel import SLICE_WIDTH
+
+    f, rel = small_release()
+    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
+    tract = pd.factorize(f["tract"])[0]
+    with model:
+        walk = WalkGibbs(vars=[model["step_scale_age"], model["step_tract_age"]], scale_carry=5,
+                         rng=np.random.default_rng(5))
+        for bad in (-1, 1.5):
+            with pytest.raises(ValueError, match="^scale_carry must be an integer >= 0$"):
+                WalkGibbs(scale_carry=bad)
+    assert walk.scale_carry == 2                    # at most the walk's K - 1 = 2 scales
+    point = model.initial_point()
+    x0 = np.asarray(point["x"]).copy()
+    for _ in range(10):
+        point, _ = walk.step(point)
+        x = np.asarray(point["x"])
+        np.testing.assert_array_equal(np.bincount(tract, weights=x), np.bincount(tract, weights=x0))
+        assert x.min() >= 0
+    assert np.all(walk.carry_scale_width > 0) and np.all(walk.carry_scale_width != SLICE_WIDTH)
+    walk.reset_tuning()
+    assert np.all(walk.carry_scale_width == SLICE_WIDTH)
+
+
 # the age groups "0-17", "18-64", "65+" span the years 0..17, 18..64 and 65.. (the open group
 # placed 4 years above 65): midpoints 9, 41.5 and 69, in the hierarchy's order of the categories
 MIDPOINTS = {"0-17": 9.0, "18-64": 41.5, "65+": 69.0}

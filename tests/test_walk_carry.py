@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy import stats
 from scipy.special import gammaln, softmax
 
-from privinfer.pymc.walk_carry import carried_update, carry_directions, carry_shift
+from privinfer.pymc.walk_carry import carried_update, carry_directions, carry_shift, scale_update_carried
 
 ALPHA = 1e-3   # each test's false-alarm rate: the samples are independent, so KS and chi-square are exact
 
@@ -324,3 +324,93 @@ def test_carry_directions_split_old_from_young_at_every_age():
     assert D.shape == (8, 4)
     np.testing.assert_allclose(slopes(D[:4], 2), np.eye(4))
     np.testing.assert_array_equal(D[4:], np.eye(4))
+
+
+# The carried scale update on the tiny posterior of SYSTEMS["rows"], now with the step scale
+# free: sigma ~ HalfNormal(S0), raw increments delta_u ~ N(0, sigma^2) of two sibling units,
+# centred increments (s, -s) with s = (delta_1 - delta_2)/2 ~ N(0, sigma^2/2) and the mean
+# m = (delta_1 + delta_2)/2 ~ N(0, sigma^2/2) independent of it and unseen by the cells.  The
+# target over (lambda = log sigma, s, x), m integrated out, is enumerated: x over the fibre, and
+# (lambda, s) on a grid.
+S0 = 0.8
+LAM = np.linspace(-9.0, 2.0, 551)
+SS = np.linspace(-5.0, 5.0, 1001)
+
+
+def _scale_log_target(x, sysm=SYSTEMS["rows"]):
+    """log pi(lambda, s, x) up to a constant on the grid LAM x SS: the half-normal prior with
+    the log transform's Jacobian, s's normal prior and the cells' terms of _log_target (whose
+    prior on the pair's increments is taken out)."""
+    lam = LAM[:, None]
+    var = np.exp(2 * lam) / 2
+    prior = -np.exp(2 * lam) / (2 * S0**2) + lam - SS[None, :] ** 2 / (2 * var) - 0.5 * np.log(var)
+    cells = _log_target(sysm, SS, x) + ((M + SS) ** 2 + (M - SS) ** 2) / (2 * SIGMA**2)
+    return prior + cells[None, :]
+
+
+def _scale_exact_draws(n, rng, sysm=SYSTEMS["rows"]):
+    """Exact draws of (lambda, s, m, x): x from its enumerated marginal, then (lambda, s) from
+    the grid given x (a grid cell, then uniform within it: the grid's spacing, 0.02 and 0.01,
+    is far below the sd's of about 1 and 0.3 whose distributions the test compares), then m."""
+    fibre = np.array([x for x in itertools.product(range(sysm["T"] + 1), repeat=4) if sum(x) == sysm["T"]])
+    logd = [_scale_log_target(x, sysm) for x in fibre]
+    top = max(ld.max() for ld in logd)
+    w = [np.exp(ld - top) for ld in logd]
+    mass = np.array([wk.sum() for wk in w])
+    px = mass / mass.sum()
+    lam_marg = sum(wk.sum(axis=1) * p / wk.sum() for wk, p in zip(w, px))
+    idx = rng.choice(len(fibre), size=n, p=px)
+    lam, s = np.empty(n), np.empty(n)
+    dl, ds = LAM[1] - LAM[0], SS[1] - SS[0]
+    for k in np.unique(idx):
+        sel = np.flatnonzero(idx == k)
+        flat = rng.choice(w[k].size, size=sel.size, p=(w[k] / w[k].sum()).ravel())
+        i, j = np.unravel_index(flat, w[k].shape)
+        lam[sel] = LAM[i] + dl * (rng.random(sel.size) - 0.5)
+        s[sel] = SS[j] + ds * (rng.random(sel.size) - 0.5)
+    m = rng.normal(0.0, np.exp(lam) / np.sqrt(2))
+    cdf = np.cumsum(lam_marg)
+    return fibre, px, idx, lam, s, m, cdf / cdf[-1]
+
+
+def _scale_carried(rng, x, lam, s, m, sysm=SYSTEMS["rows"], steps=40, width=0.5, carry=None):
+    """One scale_update_carried of one copy of the tiny system; returns (lambda, s, m, cells)."""
+    B = sp.csc_matrix(_matrix(sysm))
+    B.sort_indices()
+    cells = np.asarray(x, dtype=np.int64).copy()
+    res = sysm["y"] - B @ cells.astype(float)
+    sigma, delta, _ = scale_update_carried(
+        rng, cells, res, sysm["base"], np.array([[m + s], [m - s]]), np.zeros(2, dtype=np.int64),
+        np.array([np.exp(lam)]), KAPPA, grid=_grid(sysm), code=CODE,
+        carry=sysm["carry"] if carry is None else carry, row_ptr=B.indptr.astype(np.int64),
+        rows=B.indices.astype(np.int64), w=1.0 / (2 * sysm["sigma"] ** 2), prior_scale=S0, steps=steps,
+        width=width)
+    assert np.allclose(res, sysm["y"] - B @ cells.astype(float))
+    return np.log(sigma[0]), (delta[0, 0] - delta[1, 0]) / 2, (delta[0, 0] + delta[1, 0]) / 2, cells
+
+
+@pytest.mark.parametrize("steps, width", [(40, 0.5), (1, 4.5)])
+def test_carried_scale_update_leaves_the_joint_posterior_of_scale_increments_and_cells_invariant(steps, width):
+    # exact draws of (lambda, s, m, x) -> one carried scale update of each -> still exact: the
+    # scale's marginal (KS against the enumerated marginal), the cells' pmf and the cells given
+    # a large scale (chi-square); every row keeps its total, the residuals follow the cells;
+    # steps 1: one slice interval, no stepping out, 4.5 sd of lambda wide (WalkGibbs's tuning)
+    n = 3000
+    rng = np.random.default_rng(21)
+    fibre, px, idx, lam, s, m, cdf = _scale_exact_draws(n, rng)
+    out = [_scale_carried(rng, fibre[k], lam[i], s[i], m[i], steps=steps, width=width) for i, k in enumerate(idx)]
+    lam_new = np.array([o[0] for o in out])
+    cells = np.array([o[3] for o in out])
+    assert np.array_equal(cells[:, :2].sum(axis=1), fibre[idx][:, :2].sum(axis=1)) and cells.min() >= 0
+    assert np.mean(np.abs(lam_new - lam) > 1e-12) > 0.9           # an exact slice update moves every draw
+    # and the cells follow: rows of about 5 people, a shift rounds to 0 often (measured 0.17)
+    assert np.mean(np.any(cells != fibre[idx], axis=1)) > 0.1
+    assert stats.kstest(lam_new, lambda v: np.interp(v, LAM, cdf)).pvalue > ALPHA
+    lookup = {tuple(p): k for k, p in enumerate(fibre)}
+    idx_new = np.array([lookup[tuple(r)] for r in cells])
+    assert _chi2_pvalue(idx_new, px, n) > ALPHA
+    big = lam_new > np.interp(0.5, cdf, LAM)
+    logd = [_scale_log_target(x) for x in fibre]
+    top = max(ld.max() for ld in logd)
+    p_big = np.array([np.exp(ld - top)[LAM > np.interp(0.5, cdf, LAM)].sum() for ld in logd])
+    assert _chi2_pvalue(idx_new[big], p_big / p_big.sum(), int(big.sum())) > ALPHA

@@ -60,9 +60,10 @@ import numpy as np
 from scipy.special import gammaln
 
 from .._special import lgamma_ratio_scalar
-from .walk_kernel import checked_members
+from .walk_kernel import SLICE_STEPS, SLICE_WIDTH, centred, checked_members, scale_update_unit_transport
 
-__all__ = ["carry_shift", "carried_update", "carry_directions", "CARRY_WIDTH", "CARRY_STEPS"]
+__all__ = ["carry_shift", "carried_update", "carry_directions", "CarriedCells", "scale_update_carried", "CARRY_WIDTH",
+           "CARRY_STEPS"]
 
 #: Initial slice width of the carried update's coefficient :math:`\Delta` (each direction's
 #: width is tuned during warm-up by :class:`~privinfer.pymc.WalkGibbs`).
@@ -374,3 +375,158 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
                      eta, delta, 1.0 / np.asarray(sigma, dtype=float) ** 2, float(kappa), N, carry, rsum, unit_ptr,
                      unit_rows, x, res, row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))
     return int(evals), np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
+
+
+@numba.njit(cache=True)
+def _rows_shifts(eta, members, grid, code, worder, hs, base, N, r, rsum, out, theta, level, hbuf, frac, pbuf):
+    r"""The shift :math:`h_m(\theta_m(\eta))` of every row (module docstring) into ``out`` ``(R, d)``."""
+    for m in range(grid.shape[0]):
+        u = members[m]
+        _profile(base[m], eta[u], 1.0, 0.0, eta[u], code, worder, hs, theta, level)
+        _shift(pbuf, _softmax_terms(theta, pbuf), float(N[m]), r[m], rsum[m], hbuf, frac)
+        out[m] = hbuf
+
+
+@numba.njit(cache=True)
+def _rows_density(eta, members, grid, code, worder, hs, base, kappa, N, r, rsum, xi, x, res, row_ptr, rows, w, acc,
+                  mark, touched, theta, level, hbuf, frac, pbuf, lfact):
+    r"""Every row's Dirichlet-multinomial at the cells :math:`\xi + h(\theta(\eta))` plus the
+    change of the measurement term from the current cells ``x`` (residuals ``res``); -inf when
+    a cell is negative."""
+    out = 0.0
+    n_touched = 0
+    for m in range(grid.shape[0]):
+        u = members[m]
+        _profile(base[m], eta[u], 1.0, 0.0, eta[u], code, worder, hs, theta, level)
+        lm, n_touched = _unit_terms(grid[m], xi[m], theta, float(N[m]), r[m], rsum[m], kappa, x, row_ptr, rows, acc,
+                                    mark, touched, n_touched, hbuf, frac, pbuf, lfact)
+        out += lm
+        if not np.isfinite(out):
+            break
+    for j in range(n_touched):
+        rr = touched[j]
+        if np.isfinite(out):
+            out -= w[rr] * ((res[rr] - acc[rr]) ** 2 - res[rr] ** 2)
+        acc[rr] = 0.0
+        mark[rr] = False
+    return out
+
+
+@numba.njit(cache=True)
+def _move_cells(cells, new, x, res, row_ptr, rows):
+    """``x[cells] = new``, the residuals ``res = y - Bx`` updated along."""
+    for i in range(cells.size):
+        c = cells[i]
+        dx = new[i] - x[c]
+        if dx != 0:
+            x[c] += dx
+            for p in range(row_ptr[c], row_ptr[c + 1]):
+                res[rows[p]] -= dx
+
+
+class CarriedCells:
+    r"""The cells of every row carried along a change of all units' increments at once, for an
+    update of the step scales that moves the increments and the cells together
+    (:func:`~privinfer.pymc.walk_kernel.scale_update_transport` with ``loglik=``).
+
+    At the current centred increments :math:`\eta^0` every row's ancillary coordinates
+    :math:`\xi_m = x_m - h_m(\theta_m(\eta^0))` (module docstring) are held; at other
+    increments the cells are :math:`x(\eta) = \xi + h(\theta(\eta))`, every row keeping its
+    total.  :meth:`loglik` is the part of the posterior that moves with them,
+
+    .. math:: L(\eta) = \sum_m \log\mathrm{DirMult}(x_m(\eta) \mid N_m,
+              \kappa\,\mathrm{softmax}(\theta_m(\eta))) - \sum_r w_r\big[(y_r - (Bx(\eta))_r)^2
+              - (y_r - (Bx^0)_r)^2\big],
+
+    (:math:`-\infty` when a cell is negative), and since :math:`\eta \mapsto (\eta, \xi)` is a
+    translation of the lattice for every :math:`\eta`, an exact update of any coordinates of
+    the increments (with their scales) given :math:`\xi` under the walk's prior times
+    :math:`e^{L}` is an exact update of the posterior.  Given :math:`\xi` the cells inform
+    the increments like the measurements do, not like the cells: about
+    :math:`1/(v_m + v_p)` per cell against :math:`1/v_p` with the cells held (``v_m`` a cell's
+    measurement variance, ``v_p`` the prior's), which is what lets a scale move all the units'
+    increments at once.  :meth:`commit` writes the cells at the chosen increments into ``x``
+    and ``res`` (in place).
+
+    Parameters are those of :func:`carried_update`; ``eta`` ``(U, K-1)`` the current centred
+    increments.  Every row's cells must be non-negative and sum to its total."""
+
+    def __init__(self, x, res, eta, *, grid, code, base, kappa, carry, row_ptr, rows, w, walk_order: int = 1,
+                 spacing=None, members=None):
+        grid = np.ascontiguousarray(grid, dtype=np.int64)
+        U, K1 = np.shape(eta)
+        unit_of = checked_members(members, grid.shape[0], U)
+        self.x, self.res = x, res
+        self.members = np.arange(U, dtype=np.int64) if unit_of is None else np.asarray(unit_of, dtype=np.int64)
+        carry = np.ascontiguousarray(np.asarray(carry, dtype=float)[grid])
+        N = np.asarray(x, dtype=np.int64)[grid].sum(axis=1)
+        self.fraction = carry
+        hs = np.ones(K1) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
+        d = grid.shape[1]
+        self._static = (self.members, grid, np.asarray(code, dtype=np.int64), int(walk_order), hs,
+                        np.ascontiguousarray(base, dtype=float))
+        self._rows = (N, carry, carry.sum(axis=1))
+        self._meas = (row_ptr, rows, w)
+        self._kappa = float(kappa)
+        self._lfact = gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0)
+        self._work = (np.empty(d), np.empty(K1 + 1), np.empty(d, dtype=np.int64), np.empty(d), np.empty(d))
+        self._acc = (np.zeros(res.size), np.zeros(res.size, dtype=np.bool_), np.empty(res.size, dtype=np.int64))
+        self.xi = np.asarray(x, dtype=np.int64)[grid] - self._shifts(eta)
+
+    def _shifts(self, eta) -> np.ndarray:
+        r"""Every row's shift :math:`h_m(\theta_m(\eta))` ``(R, d)``."""
+        out = np.empty(self._static[1].shape, dtype=np.int64)
+        _rows_shifts(np.ascontiguousarray(eta, dtype=float), *self._static, *self._rows, out, *self._work)
+        return out
+
+    def loglik(self, eta) -> float:
+        r""":math:`L(\eta)` (class docstring) at centred increments ``eta`` ``(U, K-1)``."""
+        eta = np.ascontiguousarray(eta, dtype=float)
+        return float(_rows_density(eta, *self._static, self._kappa, *self._rows, self.xi, self.x, self.res,
+                                   *self._meas, *self._acc, *self._work, self._lfact))
+
+    def cells_at(self, eta) -> np.ndarray:
+        r"""Every row's cells :math:`\xi_m + h_m(\theta_m(\eta))` ``(R, d)`` at the increments
+        ``eta``, without moving the state (negative where no such cells exist)."""
+        return self.xi + self._shifts(eta)
+
+    def commit(self, eta) -> None:
+        """The cells at the increments ``eta`` written into ``x``, the residuals updated."""
+        grid = self._static[1]
+        _move_cells(grid.ravel(), self.cells_at(eta).ravel(), self.x, self.res, *self._meas[:2])
+
+
+def scale_update_carried(rng, x, res, base, delta, groups, sigma, kappa, *, grid, code, carry, row_ptr, rows, w,
+                         prior_scale: float, prior_dof: int = 1, width=SLICE_WIDTH, order: int = 1, spacing=None,
+                         members=None, steps: int = SLICE_STEPS, coords=None):
+    r"""The step scales' update with every unit's increments and every row's cells carried
+    along: the coordinates ``coords`` of :math:`\lambda = \log\sigma` (default all; a choice
+    that must not depend on the state) slice sampled in turn, holding the unit transport's
+    coordinates of the raw increments
+    (:func:`~privinfer.pymc.walk_kernel.scale_update_unit_transport`) and the cells' ancillary
+    coordinates :math:`\xi` (:class:`CarriedCells`).  The map of the increments must be fixed
+    during the update, so it is built from cells that do not move with them: every row's cells
+    at its base profile, :math:`\xi_m + h_m(b_m)` (clipped at 0), each row's information
+    weighted by the share of its people not carried, :math:`\sum_i x_i(1 - r_i)/\sum_i x_i`.
+    The target is the walk's prior times :math:`e^{L}` (:meth:`CarriedCells.loglik`), so the
+    update is exact whatever the map's quality.
+
+    Why.  Given the cells, every unit's increments are pinned down, and a scale can move only as
+    far as the spread of the pinned increments allows; the cells move only given the
+    increments.  Holding :math:`\xi` instead, the increments are informed only about as much
+    as the measurements inform them, so a scale moves all units' increments and their cells
+    together.
+
+    ``x`` (int64, n) and ``res = y - Bx`` are updated in place; the other arguments as for
+    :func:`carried_update` and :func:`~privinfer.pymc.walk_kernel.scale_update_unit_transport`
+    (``delta`` the raw increments, ``groups`` their sibling groups).  Returns the new scales and
+    raw increments and the number of evaluations of the target."""
+    carried = CarriedCells(x, res, centred(delta, groups), grid=grid, code=code, base=base, kappa=kappa, carry=carry,
+                           row_ptr=row_ptr, rows=rows, w=w, walk_order=order, spacing=spacing, members=members)
+    X = np.maximum(carried.cells_at(np.zeros_like(delta)), 0).astype(float)
+    weight = (X * (1.0 - carried.fraction)).sum(axis=1) / np.maximum(X.sum(axis=1), 1.0)
+    sigma, delta, evals, _ = scale_update_unit_transport(
+        rng, X, base, delta, groups, sigma, kappa, code, prior_scale, width=width, order=order, prior_dof=prior_dof,
+        spacing=spacing, members=members, steps=steps, loglik=carried.loglik, info_weight=weight, coords=coords)
+    carried.commit(centred(delta, groups))
+    return sigma, delta, evals

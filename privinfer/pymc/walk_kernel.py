@@ -582,8 +582,9 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
     return sigma_new, eps * sigma_new[None, :] ** W, evals, accepted
 
 
-def update_log_scales(rng, target, lam, width=SLICE_WIDTH, steps: int = SLICE_STEPS):
-    """Every coordinate of the log step scales ``lam`` ``(K-1,)``, in random order, updated by
+def update_log_scales(rng, target, lam, width=SLICE_WIDTH, steps: int = SLICE_STEPS, coords=None):
+    """Every coordinate of the log step scales ``lam`` ``(K-1,)`` (or those in ``coords``, a
+    choice that must not depend on the state), in random order, updated by
     slice sampling under the log density ``target`` (:func:`slice_coordinate` with ``width``,
     one or one per coordinate, and ``steps``): the second update of the scales'
     (:func:`scale_update_transport` and the others).  Returns the new point and the number of
@@ -592,7 +593,7 @@ def update_log_scales(rng, target, lam, width=SLICE_WIDTH, steps: int = SLICE_ST
     f = target(lam)
     evals = 1
     widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
-    for k in rng.permutation(lam.size):
+    for k in rng.permutation(lam.size if coords is None else np.asarray(coords, dtype=np.int64)):
         lam, f, n = slice_coordinate(rng, target, lam, k, f, widths[k], steps)
         evals += n
     return lam, evals
@@ -770,7 +771,8 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
 
 def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float,
                                 width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None,
-                                steps: int = SLICE_STEPS, corrected: bool = False, reference=None):
+                                steps: int = SLICE_STEPS, corrected: bool = False, reference=None, loglik=None,
+                                info_weight=None, coords=None):
     r"""The step scales' update along each unit's own Gaussian approximation of its raw
     increments' conditional: :func:`scale_update_transport` with one information matrix per unit
     instead of the units' mean, for units that differ in size by orders of magnitude (the
@@ -806,10 +808,20 @@ def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code,
     Cholesky factorizations of ``(K-1) x (K-1)`` matrices and their triangular solves
     (:func:`~privinfer.pymc.unit_gauss.transport`) besides the cells' log likelihood.
     Arguments and returns as for :func:`scale_update_transport`, with ``members`` as for
-    :func:`move_update`."""
+    :func:`move_update`.  The cells carried along (``loglik``, a
+    :meth:`~privinfer.pymc.walk_carry.CarriedCells.loglik` of the centred increments): ``F``'s
+    cell term :math:`\sum_u\ell_u` is replaced by it, ``info_weight`` ``(R,)`` scales each
+    row's information but not :math:`b_u` (a row's cells carried by fractions ``r`` inform its
+    increments about :math:`1 - r` times as much; ``X`` then holds cells that do not move with
+    the increments, e.g. :meth:`~privinfer.pymc.walk_carry.CarriedCells.cells_at` the base
+    profiles, whose fit is about :math:`1 - r` times the increments, so that :math:`b_u` keeps
+    the fit's scale) and ``corrected`` must be False; ``coords``: the coordinates to
+    update (default all, in random order; a choice that must not depend on the state)."""
     U, K1 = delta.shape
     e_hat, info = row_fits(X, base, kappa, code, K1, order, spacing)
     b = np.einsum("rkl,rl->rk", info, e_hat)
+    if info_weight is not None:
+        info = info * np.asarray(info_weight, dtype=float)[:, None, None]
     if members is not None:
         info, b = scatter_rows(info, members, U), scatter_rows(b, members, U)
     if groups is not None:
@@ -837,11 +849,13 @@ def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code,
             return f if np.isfinite(f) else -np.inf
         return target
 
+    if loglik is not None and corrected:
+        raise ValueError("the scale update with the cells carried along (loglik=) has no surrogate: corrected=False")
     lam, evals, accepted = _log_scale_moves(
-        rng, target_with(_cells_loglik(X, base, kappa, code, order, spacing, members)),
+        rng, target_with(_cells_loglik(X, base, kappa, code, order, spacing, members) if loglik is None else loglik),
         _surrogate(target_with, corrected, X, base, kappa, code, order, spacing, members, delta.shape, reference,
                    lambda ref: centred(state(ref)[0], groups)),
-        lam, width, steps)
+        lam, width, steps, coords)
     return np.exp(lam), state(lam)[0], evals, accepted
 
 
@@ -883,15 +897,16 @@ def _reference(reference, K1: int):
     return ref
 
 
-def _log_scale_moves(rng, target, surrogate, lam, width, steps):
+def _log_scale_moves(rng, target, surrogate, lam, width, steps, coords=None):
     """The scale updates' slice moves of the log scales: on ``target`` itself
     (:func:`update_log_scales`; ``surrogate`` None, every coordinate's move counted as accepted)
     or on the surrogate with each coordinate's proposal corrected
     (:func:`update_log_scales_corrected`).  Returns the new point, the evaluations of ``target``
-    and the accepted proposals."""
+    and the accepted proposals (``coords``: the coordinates to update, None: all; the corrected
+    update updates all)."""
     if surrogate is None:
-        lam, evals = update_log_scales(rng, target, lam, width, steps)
-        return lam, evals, lam.size
+        lam, evals = update_log_scales(rng, target, lam, width, steps, coords)
+        return lam, evals, lam.size if coords is None else len(coords)
     return update_log_scales_corrected(rng, target, surrogate, lam, width, steps)
 
 
