@@ -133,12 +133,12 @@ def _replicated(x, s, sysm=SYSTEMS["rows"]):
                 members=members, carry=np.tile(sysm["carry"], n))
 
 
-def _carry(rng, st, carry=None, widths=0.5, steps=40):
+def _carry(rng, st, carry=None, widths=0.5, steps=40, directions=None):
     return carried_update(rng, st["cells"], st["res"], st["pairs"], grid=st["grid"], code=CODE, base=st["base"],
                           eta=st["eta"], delta=st["delta"], sigma=np.array([SIGMA]), kappa=KAPPA,
                           carry=st["carry"] if carry is None else np.tile(carry, st["pairs"][0].size),
                           row_ptr=st["B"].indptr.astype(np.int64), rows=st["B"].indices.astype(np.int64), w=st["w"],
-                          widths=widths, steps=steps, members=st["members"])
+                          widths=widths, steps=steps, members=st["members"], directions=directions)
 
 
 def _after_one_update(seed, n, carry=None, sysm=SYSTEMS["rows"], **slice_kw):
@@ -164,16 +164,20 @@ def _chi2_pvalue(idx_new, px, n):
     return stats.chisquare(obs, ex).pvalue
 
 
-@pytest.mark.parametrize("system, steps, widths", [("rows", 40, 0.5), ("rows", 1, 2.25), ("members", 40, 0.5)])
-def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invariant(system, steps, widths):
+@pytest.mark.parametrize("system, steps, widths, directions", [
+    ("rows", 40, 0.5, None), ("rows", 1, 2.25, None), ("members", 40, 0.5, None),
+    ("rows", 40, 0.5, np.array([[1.0], [-0.5], [2.0]])), ("members", 40, 0.5, np.array([[1.0], [-0.5], [2.0]]))])
+def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invariant(system, steps, widths, directions):
     # exact draws of (s, x) -> one carried update of each -> still exact draws: the increment's
     # marginal (KS against the enumerated marginal), the cells' joint pmf (chi-square) and
     # their dependence (chi-square of the points given the sign of s) are tested; steps 1: one
     # slice interval, no stepping out, as wide as WalkGibbs's tuning makes it (4.5 sd; s's sd is
-    # 0.5); members: each unit's increment carries the cells of its two rows
+    # 0.5); members: each unit's increment carries the cells of its two rows; three directions:
+    # a pair moves three times in a row, each move from where the last one left the cells
     n = 20000
     sysm = SYSTEMS[system]
-    fibre, grid, w, px, idx, s, st, x_before = _after_one_update(5, n, sysm=sysm, steps=steps, widths=widths)
+    fibre, grid, w, px, idx, s, st, x_before = _after_one_update(5, n, sysm=sysm, steps=steps, widths=widths,
+                                                                 directions=directions)
     c = _grid(sysm).size
     cells = st["cells"].reshape(n, c)
     s_new = st["eta"].reshape(n, 2)[:, 0]

@@ -161,7 +161,7 @@ def _log_density(Delta, D, u, v, ctx):
     """The pair's log density at ``Delta`` along ``D`` (module docstring); ``ctx`` the state
     and work buffers of :func:`_carried`."""
     (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, unit_ptr, unit_rows, xi, x, res, row_ptr,
-     rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact) = ctx
+     rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact, held) = ctx
     K1 = D.size
     out = 0.0
     for a in range(K1):
@@ -182,6 +182,7 @@ def _log_density(Delta, D, u, v, ctx):
             out += lm
             if not np.isfinite(out):
                 break
+    held[0] = out               # the density without the measurement term's change
     for j in range(n_touched):
         rr = touched[j]
         a = acc[rr]
@@ -229,29 +230,36 @@ def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, e
     frac = np.empty(d)
     pbuf = np.empty(d)
     xi = np.empty(grid.shape, dtype=np.int64)
+    held = np.zeros(1)
     ctx = (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, r, rsum, unit_ptr, unit_rows, xi, x, res,
-           row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact)
+           row_ptr, rows, w, acc, mark, touched, theta, level, hbuf, frac, pbuf, lfact, held)
     evals = 0
     for p in range(pu.size):
         u, v = pu[p], pv[p]
+        f0 = 0.0
         for kk in range(order.shape[1]):
             k = order[p, kk]
             if k < 0:
                 break
             D = dirs[k]
-            # the ancillary coordinates xi = x - h(theta) of every row of both units at the current profiles
-            for sgn, unit in ((1.0, u), (-1.0, v)):
-                if unit < 0:
-                    continue
-                for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
-                    m = unit_rows[q]
-                    _profile(base[m], eta[unit], sgn, 0.0, D, code, worder, hs, theta, level)
-                    cells = grid[m]
-                    _shift(pbuf, _softmax_terms(theta, pbuf), float(N[m]), r[m], rsum[m], hbuf, frac)
-                    for i in range(d):
-                        xi[m, i] = x[cells[i]] - hbuf[i]
-            f0 = _log_density(0.0, D, u, v, ctx)
-            evals += 1
+            if kk == 0:
+                # the ancillary coordinates xi = x - h(theta) of every row of both units at the current
+                # profiles, and the pair's density there; a move along a direction keeps xi (x = xi +
+                # h(theta) after it, bit for bit) and leaves the density at the new point as the accepted
+                # point's without the measurement term's change (the residuals follow the cells), so
+                # both are computed once per pair
+                for sgn, unit in ((1.0, u), (-1.0, v)):
+                    if unit < 0:
+                        continue
+                    for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
+                        m = unit_rows[q]
+                        _profile(base[m], eta[unit], sgn, 0.0, D, code, worder, hs, theta, level)
+                        cells = grid[m]
+                        _shift(pbuf, _softmax_terms(theta, pbuf), float(N[m]), r[m], rsum[m], hbuf, frac)
+                        for i in range(d):
+                            xi[m, i] = x[cells[i]] - hbuf[i]
+                f0 = _log_density(0.0, D, u, v, ctx)
+                evals += 1
             lev = f0 + math.log(np.random.random())
             wd = widths[k]
             left = -wd * np.random.random()
@@ -277,6 +285,7 @@ def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, e
                     left = t
                 else:
                     right = t
+            f0 = held[0]
             moved[k] += abs(t)
             used[k] += 1.0
             _commit(t, D, u, v, grid, code, worder, hs, base, eta, delta, N, r, rsum, unit_ptr, unit_rows, xi, x, res,
