@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln, softmax
 
-from privinfer.pymc.dm_rows import rows_loglik, rows_score_info, scatter_rows
+from privinfer.pymc.dm_rows import rows_loglik, rows_quadratic, rows_score_info, rows_score_tails, scatter_rows
 
 
 def _system(seed, R=9, K=5, m=2):
@@ -87,3 +87,27 @@ def test_broadcast_counts_and_scatter():
     ref = np.zeros((7, 3, 2))
     np.add.at(ref, at, v)
     assert np.allclose(scatter_rows(v, at, 7), ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("order, spaced, grouped", [(1, False, False), (2, False, False), (2, True, False),
+                                                    (2, True, True)])
+def test_factored_quadratic_is_the_expansion_with_the_stated_information(order, spaced, grouped):
+    # rows_quadratic against sum_r g_r.d_r - d_r' I_r d_r / 2 written with rows_score_info's dense
+    # score and information at the same point: the same sums in another order, so equal to
+    # rounding (terms of size ~1e3, relative tolerance 1e-10)
+    X, theta, code, K = _system(3, R=12)
+    rng = np.random.default_rng(4)
+    h = rng.uniform(0.5, 2.5, K - 1) if spaced else None
+    at = rng.normal(0.0, 0.3, (X.shape[0], K - 1))
+    th = theta + _offsets(at, code, order, np.ones(K - 1) if h is None else h)
+    g, info = rows_score_info(X, th, 30.0, code, K, order, h)
+    g2, n_eff, tails = rows_score_tails(X, th, 30.0, code, K, order, h)
+    assert np.array_equal(g, g2)
+    members = rng.integers(0, 4, X.shape[0]) if grouped else None
+    U = 4 if grouped else X.shape[0]
+    for _ in range(3):
+        eta = rng.normal(0.0, 0.5, (U, K - 1))
+        d = (eta if members is None else eta[members]) - at
+        dense = float(np.sum(g * d) - 0.5 * np.einsum("rk,rkl,rl->", d, info, d))
+        got = rows_quadratic(eta, at, g2, n_eff, tails, order, h, members)
+        assert abs(got - dense) <= 1e-10 * (abs(dense) + np.abs(g * d).sum() + 1.0)

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._special import digamma_diff_scalar, lgamma_ratio_scalar
 
-__all__ = ["rows_loglik", "rows_score_info", "scatter_rows"]
+__all__ = ["rows_loglik", "rows_score_info", "rows_score_tails", "rows_quadratic", "scatter_rows"]
 
 
 @numba.njit(cache=True)
@@ -60,6 +60,35 @@ def _rows_loglik(X, e, kappa):
 
 
 @numba.njit(cache=True)
+def _row_tails(X, e, kappa, code, K, p, gc, pc, grad):
+    """One row's category-space gradient tails into ``grad`` ``(K-1,)`` and share tails
+    :math:`T_k` into ``pc[1:]``; returns :math:`n_r` (module docstring).  ``p``, ``gc``, ``pc``:
+    scratch of sizes ``d``, ``K``, ``K``."""
+    _normalized(e, p)
+    gc[:] = 0.0
+    pc[:] = 0.0
+    total_ag = 0.0
+    N = 0.0
+    for i in range(e.size):
+        a = kappa * p[i]
+        ag = a * digamma_diff_scalar(a, X[i])
+        total_ag += ag
+        gc[code[i]] += ag
+        pc[code[i]] += p[i]
+        N += X[i]
+    for c in range(K):
+        gc[c] -= pc[c] * total_ag
+    g_tail = 0.0
+    t_tail = 0.0
+    for k in range(K - 2, -1, -1):        # tails: sum over categories c > k
+        g_tail += gc[k + 1]
+        t_tail += pc[k + 1]
+        grad[k] = g_tail
+        pc[k + 1] = t_tail                # pc[k + 1] now holds T_k
+    return N * (1.0 + kappa) / (N + kappa)
+
+
+@numba.njit(cache=True)
 def _rows_score_info(X, e, kappa, code, K, order, spacing):
     R, d = e.shape
     K1 = K - 1
@@ -69,28 +98,7 @@ def _rows_score_info(X, e, kappa, code, K, order, spacing):
     gc = np.empty(K)
     pc = np.empty(K)
     for r in range(R):
-        _normalized(e[r], p)
-        gc[:] = 0.0
-        pc[:] = 0.0
-        total_ag = 0.0
-        N = 0.0
-        for i in range(d):
-            a = kappa * p[i]
-            ag = a * digamma_diff_scalar(a, X[r, i])
-            total_ag += ag
-            gc[code[i]] += ag
-            pc[code[i]] += p[i]
-            N += X[r, i]
-        for c in range(K):
-            gc[c] -= pc[c] * total_ag
-        n_eff = N * (1.0 + kappa) / (N + kappa)
-        g_tail = 0.0
-        t_tail = 0.0
-        for k in range(K1 - 1, -1, -1):       # tails: sum over categories c > k
-            g_tail += gc[k + 1]
-            t_tail += pc[k + 1]
-            grad[r, k] = g_tail
-            pc[k + 1] = t_tail                # pc[k + 1] now holds T_k
+        n_eff = _row_tails(X[r], e[r], kappa, code, K, p, gc, pc, grad[r])
         for k in range(K1):
             Tk = pc[k + 1]
             for l in range(K1):
@@ -99,6 +107,60 @@ def _rows_score_info(X, e, kappa, code, K, order, spacing):
         if order == 2:
             _to_raw(grad[r], info[r], spacing)
     return grad, info
+
+
+@numba.njit(cache=True)
+def _rows_score_tails(X, e, kappa, code, K, order, spacing):
+    R, d = e.shape
+    K1 = K - 1
+    grad = np.zeros((R, K1))
+    tails = np.zeros((R, K1))
+    n_eff = np.zeros(R)
+    p = np.empty(d)
+    gc = np.empty(K)
+    pc = np.empty(K)
+    for r in range(R):
+        n_eff[r] = _row_tails(X[r], e[r], kappa, code, K, p, gc, pc, grad[r])
+        tails[r] = pc[1:]
+        if order == 2:
+            _g_to_raw(grad[r], spacing)
+    return grad, n_eff, tails
+
+
+@numba.njit(cache=True)
+def _g_to_raw(g, h):
+    """In place: ``g -> M^T g`` (module docstring)."""
+    for k in range(g.size):
+        g[k] *= h[k]
+    for k in range(g.size - 2, -1, -1):
+        g[k] += g[k + 1]
+
+
+@numba.njit(cache=True)
+def _rows_quadratic(eta, members, at, grad, n_eff, tails, order, h):
+    K1 = at.shape[1]
+    total = 0.0
+    for r in range(at.shape[0]):
+        u = members[r]
+        lin = 0.0
+        cum = 0.0          # D_m: cumulative sum of v = M d
+        slope = 0.0
+        quad = 0.0
+        dot = 0.0
+        for k in range(K1):
+            dk = eta[u, k] - at[r, k]
+            lin += grad[r, k] * dk
+            if order == 2:
+                slope += dk
+                v = h[k] * slope
+            else:
+                v = dk
+            prev = cum * cum
+            cum += v
+            quad += tails[r, k] * (cum * cum - prev)
+            dot += v * tails[r, k]
+        total += lin - 0.5 * n_eff[r] * (quad - dot * dot)
+    return total
 
 
 @numba.njit(cache=True)
@@ -148,6 +210,37 @@ def rows_score_info(X, theta, kappa: float, code, K: int, order: int = 1, spacin
     X = np.broadcast_to(np.asarray(X, dtype=float), e.shape)
     h = np.ones(int(K) - 1) if spacing is None else np.asarray(spacing, dtype=float)
     return _rows_score_info(X, e, float(kappa), np.asarray(code, dtype=np.int64), int(K), int(order), h)
+
+
+def rows_score_tails(X, theta, kappa: float, code, K: int, order: int = 1, spacing=None):
+    r""":func:`rows_score_info` with the information in its factored form: the gradient
+    ``(R, K-1)``, :math:`n_r` ``(R,)`` and the tail sums :math:`T_{r,k}` ``(R, K-1)``, from which
+    :func:`rows_quadratic` evaluates the rows' quadratic forms in ``O(K)`` each instead of
+    ``O(K^2)``."""
+    e = _exp_rows(theta)
+    X = np.broadcast_to(np.asarray(X, dtype=float), e.shape)
+    h = np.ones(int(K) - 1) if spacing is None else np.asarray(spacing, dtype=float)
+    return _rows_score_tails(X, e, float(kappa), np.asarray(code, dtype=np.int64), int(K), int(order), h)
+
+
+def rows_quadratic(eta, at, grad, n_eff, tails, order: int = 1, spacing=None, members=None) -> float:
+    r"""The rows' summed second-order expansions at the increments ``at`` ``(R, K-1)``,
+    :math:`\sum_r g_r^\top d_r - \tfrac12 d_r^\top I_r d_r` with :math:`d_r = \eta_{u(r)} -
+    a_r` (``members`` ``(R,)``: each row's unit, rows of ``eta`` ``(U, K-1)``; None: one row per
+    unit), ``grad``, ``n_eff`` and ``tails`` those of :func:`rows_score_tails` there.  With
+    :math:`v = M d` (``order`` 2, :math:`M = \mathrm{diag}(h)\,C`; ``order`` 1: :math:`v = d`) and
+    :math:`D_m = \sum_{k \le m} v_k`, the information's form (module docstring) is
+
+    .. math:: d^\top I d = n_r\Big(\sum_{k,l} v_k v_l T_{\max(k,l)} - (v^\top T)^2\Big)
+              = n_r\Big(\sum_m T_m (D_m^2 - D_{m-1}^2) - (v^\top T)^2\Big),
+
+    since the pairs with :math:`\max(k, l) = m` sum to :math:`D_m^2 - D_{m-1}^2`: one pass over
+    the increments per row."""
+    eta = np.ascontiguousarray(eta, dtype=float)
+    at = np.ascontiguousarray(at, dtype=float)
+    members = np.arange(at.shape[0]) if members is None else np.asarray(members, dtype=np.int64)
+    h = np.ones(at.shape[1]) if spacing is None else np.asarray(spacing, dtype=float)
+    return float(_rows_quadratic(eta, members, at, grad, n_eff, tails, int(order), h))
 
 
 def scatter_rows(v, at, n: int):

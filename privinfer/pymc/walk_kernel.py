@@ -61,7 +61,7 @@ import numpy as np
 from scipy.special import gammaln, softmax
 from scipy.stats import geninvgauss
 
-from .dm_rows import rows_loglik, rows_score_info, scatter_rows
+from .dm_rows import rows_loglik, rows_quadratic, rows_score_info, rows_score_tails, scatter_rows
 from .unit_gauss import transport, transport_coordinates
 
 #: The proposals are a defensive mixture (Hesterberg 1995): the Laplace Gaussian with weight
@@ -97,7 +97,8 @@ __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offs
            "unit_score_info", "sibling_pairs", "sized_pairs", "laplace_mh", "move_update", "group_means",
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
            "centred", "slice_coordinate", "row_fits", "scale_update_unit_transport",
-           "update_log_scales", "update_log_scales_corrected", "row_expansions", "quadratic_loglik"]
+           "update_log_scales", "update_log_scales_corrected", "row_expansions", "quadratic_loglik",
+           "row_tail_expansions"]
 
 
 def slopes(eta, order: int = 1, spacing=None):
@@ -421,6 +422,21 @@ def row_expansions(X, base, kappa, code, K1: int, order: int = 1, spacing=None, 
     return e_hat, np.where(np.isfinite(score), score, 0.0), np.where(np.isfinite(info), info, 0.0)
 
 
+def row_tail_expansions(X, base, kappa, code, K1: int, order: int = 1, spacing=None, at=None):
+    r""":func:`row_expansions` with each row's information in the factored form of
+    :func:`~privinfer.pymc.dm_rows.rows_score_tails` (:math:`n_r` and the tail sums
+    :math:`T_r`; a row with a non-finite one gets no information): the points, the scores
+    ``(R, K1)``, :math:`n_r` ``(R,)`` and :math:`T_r` ``(R, K1)``, for
+    :func:`~privinfer.pymc.dm_rows.rows_quadratic`."""
+    e_hat = empirical_increments(X, base, code, order, spacing) if at is None else np.asarray(at, dtype=float)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
+        score, n_eff, tails = rows_score_tails(X, base + walk_offsets(e_hat, code, order, spacing), kappa, code,
+                                               K1 + 1, order, spacing)
+    bad = ~(np.isfinite(n_eff) & np.isfinite(tails).all(axis=1))
+    return (e_hat, np.where(np.isfinite(score), score, 0.0), np.where(bad, 0.0, n_eff),
+            np.where(bad[:, None], 0.0, tails))
+
+
 def quadratic_loglik(e_hat, score, info, members=None, n_units=None):
     r"""The rows' summed expansions of :func:`row_expansions` as a function of the increments
     ``(U, K1)``: :math:`\eta \mapsto \sum_r g_r^\top d_r - \tfrac12 d_r^\top I_r d_r`,
@@ -428,7 +444,8 @@ def quadratic_loglik(e_hat, score, info, members=None, n_units=None):
     unit among ``n_units`` (None: one row per unit); a unit's rows are summed once, beforehand:
     :math:`\eta_u^\top \sum_r (g_r + I_r\hat e_r) - \tfrac12\eta_u^\top (\sum_r I_r)\eta_u`
     up to a constant, so an evaluation costs ``U``, not ``R``, small quadratic forms.  The
-    surrogate of the cells' log likelihood in :func:`update_log_scales_corrected`."""
+    scale updates' surrogate is this function, evaluated row by row in the information's
+    factored form (:func:`~privinfer.pymc.dm_rows.rows_quadratic`, ``O(K1)`` per row)."""
     e_hat, score, info = (np.asarray(a, dtype=float) for a in (e_hat, score, info))
     lin, H = score + np.einsum("rkl,rl->rk", info, e_hat), info
     if members is not None:
@@ -740,14 +757,14 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     eta = delta - mean[gidx] if mean is not None else np.array(delta, dtype=float)
     A, _, R, _ = parts(lam)
     xi = (eta - e @ A) @ R
-    nu = mean / np.exp(lam)[None, :] if mean is not None else None
+    nu = (mean / np.exp(lam)[None, :])[gidx] if mean is not None else None    # zeta_g, per unit
 
     def state(lv):
         A, Rinv, _, logdet = parts(lv)
         et = e @ A + xi @ Rinv
         if nu is None:
             return et, et, -contrasts * logdet
-        return et, et + (nu * np.exp(lv)[None, :])[gidx], -contrasts * logdet + G * lv.sum()
+        return et, et + nu * np.exp(lv)[None, :], -contrasts * logdet + G * lv.sum()
 
     def target_with(loglik):
         def target(lv):
@@ -872,7 +889,9 @@ def _cells_loglik(X, base, kappa, code, order, spacing, members=None):
 def _surrogate(target_with, corrected: bool, X, base, kappa, code, order, spacing, members, shape, reference,
                increments_at):
     """A scale update's target with the cells' log likelihood replaced by its rows' quadratic
-    expansions (:func:`row_expansions`, :func:`quadratic_loglik`) at the units' centred
+    expansions (:func:`quadratic_loglik`'s function, evaluated in the information's factored
+    form: :func:`row_tail_expansions`, :func:`~privinfer.pymc.dm_rows.rows_quadratic`, one pass
+    over the increments per row instead of a ``(K1, K1)`` product) at the units' centred
     increments ``increments_at(reference)`` ``(U, K1)`` (the update's map of its held
     coordinates at the ``reference`` log scales; ``reference`` None: at the rows' empirical
     increments): ``target_with`` applied to that function; None unless ``corrected`` (the
@@ -883,8 +902,9 @@ def _surrogate(target_with, corrected: bool, X, base, kappa, code, order, spacin
         return None
     at = None if ref is None else increments_at(ref)
     rows = None if at is None else (at if members is None else at[np.asarray(members, dtype=np.int64)])
-    e_hat, score, info = row_expansions(X, base, kappa, code, K1, order, spacing, rows)
-    return target_with(quadratic_loglik(e_hat, score, info, members, U))
+    e_hat, score, n_eff, tails = row_tail_expansions(X, base, kappa, code, K1, order, spacing, rows)
+    mem = None if members is None else np.asarray(members, dtype=np.int64)
+    return target_with(lambda eta: rows_quadratic(eta, e_hat, score, n_eff, tails, order, spacing, mem))
 
 
 def _reference(reference, K1: int):
