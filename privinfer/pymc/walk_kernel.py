@@ -98,7 +98,7 @@ __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offs
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
            "centred", "slice_coordinate", "row_fits", "scale_update_unit_transport",
            "update_log_scales", "update_log_scales_corrected", "row_expansions", "quadratic_loglik",
-           "row_tail_expansions"]
+           "row_tail_expansions", "gig_draw", "GIG_ROUNDS"]
 
 
 def slopes(eta, order: int = 1, spacing=None):
@@ -298,13 +298,16 @@ def _newton(score, D, iters: int, target=None):
         active[idx] = (size**2 >= NEWTON_TOL) & _finite(gi, Qi)
     ok = _finite(g, Q) & np.isfinite(D).all(axis=1)
     Q = np.where(ok[:, None, None], Q, eye)
-    L = np.empty_like(Q)
-    for j in range(n):                        # batched Cholesky raises for the whole batch
-        try:
-            L[j] = np.linalg.cholesky(Q[j])
-        except np.linalg.LinAlgError:
-            ok[j] = False
-            L[j] = eye
+    try:
+        L = np.linalg.cholesky(Q)
+    except np.linalg.LinAlgError:             # batched Cholesky raises for the whole batch
+        L = np.empty_like(Q)
+        for j in range(n):
+            try:
+                L[j] = np.linalg.cholesky(Q[j])
+            except np.linalg.LinAlgError:
+                ok[j] = False
+                L[j] = eye
     return np.where(ok[:, None], D, 0.0), Q, L, ok
 
 
@@ -945,5 +948,42 @@ def scale_draw(rng, delta, prior_scale: float, prior_dof: int = 1):
     U = delta.shape[0]
     a = 1.0 / float(prior_scale) ** 2
     b = (delta**2).sum(axis=0)
-    v = geninvgauss.rvs((prior_dof - U) / 2.0, np.sqrt(a * b), scale=np.sqrt(b / a), random_state=rng)
-    return np.sqrt(np.atleast_1d(v))
+    return np.sqrt(gig_draw(rng, (prior_dof - U) / 2.0, a, np.atleast_1d(b)))
+
+
+#: Rounds of :func:`gig_draw`'s rejection sampler before the draws still refused are made by
+#: SciPy's generator (which exact sampler ends the loop does not change the law).
+GIG_ROUNDS = 20
+
+
+def gig_draw(rng, p: float, a: float, b):
+    r"""Independent draws from the generalized inverse Gaussian :math:`\mathrm{GIG}(p, a, b_j)`,
+    density :math:`\propto x^{p-1} e^{-(a x + b_j/x)/2}` on :math:`x > 0`, one per entry of ``b``.
+
+    For :math:`p < 0` (the step scales' conditional with more units than the prior's degrees of
+    freedom) by rejection from the inverse gamma :math:`\mathrm{IG}(-p, b_j/2)`, density
+    :math:`\propto x^{p-1} e^{-b_j/(2x)}`: a proposal :math:`x` is accepted with probability
+    :math:`e^{-a x/2} \le 1`, the ratio of the two densities up to a constant, so an accepted
+    draw has the GIG law exactly (von Neumann's rejection); its acceptance rate is
+    :math:`E[e^{-a x/2}]` under the proposal, near 1 where the increments, not the prior, set
+    the scale (:math:`a\,b_j/(-2p) \ll 1`).  Draws still refused after :data:`GIG_ROUNDS`
+    rounds, and every draw for :math:`p \ge 0` or :math:`b_j \le 0`, are SciPy's
+    (``scipy.stats.geninvgauss``, Hormann and Leydold 2014), an exact sampler of the same law:
+    the mixture of the two is that law again.  Several hundred times faster than SciPy's
+    generator alone for the Kentucky tracts' 22 scales."""
+    b = np.asarray(b, dtype=float)
+    out = np.empty(b.shape)
+    todo = np.flatnonzero(b > 0) if p < 0 else np.zeros(0, dtype=np.int64)
+    rest = np.setdiff1d(np.arange(b.size), todo)
+    for _ in range(GIG_ROUNDS):
+        if todo.size == 0:
+            break
+        x = 0.5 * b[todo] / rng.gamma(-p, size=todo.size)
+        ok = rng.random(todo.size) < np.exp(-0.5 * a * x)
+        out[todo[ok]] = x[ok]
+        todo = todo[~ok]
+    rest = np.concatenate([rest, todo])
+    if rest.size:
+        out[rest] = np.atleast_1d(geninvgauss.rvs(p, np.sqrt(a * b[rest]), scale=np.sqrt(b[rest] / a),
+                                                  random_state=rng))
+    return out
