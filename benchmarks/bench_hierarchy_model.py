@@ -53,7 +53,10 @@ The full tracts' budget is ``--tune 200 --draws 400 --mode NUMBA``: 925-986 s an
 cores with today's default model (the counties' walks on), 6 pair-move sweeps per iteration and
 the compiled per-row walk terms (1,086 s before them; 977 s with 3 sweeps, the cells' median bulk
 ESS 334 against 482 of 800); the model without the counties' walks took 585 s (769 s on a
-slower machine, on which the default model takes 1,364-1,390 s).
+slower machine, on which the default model takes 1,364-1,390 s).  On a machine where it
+took 652 s, the factored scale surrogate, the inverse-gamma rejection draw of the scales and the
+batched Cholesky factors brought it to 614-643 s (two runs; the walks' steps 6% cheaper per
+iteration on one state).
 Cells under 30 are covered 0.940 by their integer intervals, whose posterior mass is 0.920: the
 randomized coverage is 0.923 (all cells 0.909), so most of their over-coverage is discreteness.
 The chains reach their stationary range within about 100 iterations (window means of the step
