@@ -24,6 +24,7 @@ Constructors: :func:`total`, :func:`groups`, :func:`margins`, :func:`counting`, 
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
@@ -885,6 +886,35 @@ def total(n: int, t=None) -> Invariant:
     return groups(np.zeros(n, dtype=np.int64), t=t, _structure="total")
 
 
+def _group_moves(codes) -> np.ndarray:
+    """The lattice moves of partition totals: ``e_i - e_j`` for consecutive cells of one group
+    (``codes``: each cell's group), ``(n, n - groups)``.  A module-level function (bound with
+    ``functools.partial``) so that an invariant pickles, e.g. to a Dask worker."""
+    n = codes.size
+    order = np.argsort(codes, kind="stable")
+    same = codes[order][1:] == codes[order][:-1]
+    a, b = order[:-1][same], order[1:][same]
+    B = np.zeros((n, len(a)), dtype=np.int64)
+    B[a, np.arange(len(a))] = 1
+    B[b, np.arange(len(a))] = -1
+    return B
+
+
+def _table_moves(R_: int, K_: int) -> np.ndarray:
+    """The (R-1)(K-1) adjacent 2 x 2 moves of an R x K table's row and column totals (cells in C
+    order), ``(R K, (R-1)(K-1))``; module-level, as :func:`_group_moves`."""
+    B = np.zeros((R_ * K_, (R_ - 1) * (K_ - 1)), dtype=np.int64)
+    j = 0
+    for i in range(R_ - 1):
+        for k in range(K_ - 1):
+            B[i * K_ + k, j] = 1
+            B[i * K_ + k + 1, j] = -1
+            B[(i + 1) * K_ + k, j] = -1
+            B[(i + 1) * K_ + k + 1, j] = 1
+            j += 1
+    return B
+
+
 def groups(labels, t=None, *, _structure: str = "groups") -> Invariant:
     """Partition totals: one constraint per distinct label (rows ordered by sorted label).
 
@@ -899,18 +929,9 @@ def groups(labels, t=None, *, _structure: str = "groups") -> Invariant:
     n, g = labels.size, len(uniq)
     C = sp.csr_matrix((np.ones(n), (codes, np.arange(n))), shape=(g, n))
     proj = _GroupProjector(codes, g)
-
-    def moves():
-        order = np.argsort(codes, kind="stable")
-        same = codes[order][1:] == codes[order][:-1]
-        a, b = order[:-1][same], order[1:][same]
-        B = np.zeros((n, len(a)), dtype=np.int64)
-        B[a, np.arange(len(a))] = 1
-        B[b, np.arange(len(a))] = -1
-        return B
-
     partition = Partition(codes, uniq, np.bincount(codes, minlength=g).astype(np.int64))
-    inv = Invariant(C, None, _projector=proj, _structure=_structure, _moves=moves, _partition=partition)
+    inv = Invariant(C, None, _projector=proj, _structure=_structure, _moves=functools.partial(_group_moves, codes),
+                    _partition=partition)
     inv.group_labels = uniq
     inv.group_codes = codes
     if t is not None:
@@ -962,19 +983,7 @@ def margins(shape, keep, t=None) -> Invariant:
     moves = None
     down = set(proj.down)
     if d == 2 and down == {(), (0,), (1,)}:
-        R_, K_ = shape
-
-        def moves():
-            B = np.zeros((n, (R_ - 1) * (K_ - 1)), dtype=np.int64)
-            j = 0
-            for i in range(R_ - 1):
-                for k in range(K_ - 1):
-                    B[i * K_ + k, j] = 1
-                    B[i * K_ + k + 1, j] = -1
-                    B[(i + 1) * K_ + k, j] = -1
-                    B[(i + 1) * K_ + k + 1, j] = 1
-                    j += 1
-            return B
+        moves = functools.partial(_table_moves, *shape)
 
     inv = Invariant(C, None, _projector=proj, _structure="margins", _moves=moves)
     inv.table_shape = shape

@@ -264,3 +264,13 @@ def test_groups_projection_scales_linearly_without_dense_matrices():
     np.testing.assert_allclose(sums, 0, atol=1e-8)
     with pytest.raises(MemoryError):
         inv.null_basis()
+
+
+def test_structured_invariants_pickle_with_their_lattice_moves():
+    # an invariant goes to Dask workers by pickle: its short moves must not be a local closure
+    import pickle
+    for inv in (I.groups(np.array(list("aabcbbcda"))), I.margins((3, 4), [(0,), (1,)])):
+        back = pickle.loads(pickle.dumps(inv))
+        B = inv.lattice_basis()
+        assert np.array_equal(back.lattice_basis(), B)
+        assert not np.any(inv.matrix @ B)        # moves keep the totals
