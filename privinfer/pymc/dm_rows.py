@@ -167,12 +167,11 @@ def _rows_quadratic(eta, members, at, grad, n_eff, tails, order, h):
 def _to_raw(g, Q, h):
     """In place: ``g -> M^T g`` and ``Q -> M^T Q M`` (module docstring)."""
     K1 = g.size
+    _g_to_raw(g, h)
     for k in range(K1):
-        g[k] *= h[k]
         for l in range(K1):
             Q[k, l] *= h[k] * h[l]
     for k in range(K1 - 2, -1, -1):
-        g[k] += g[k + 1]
         for l in range(K1):
             Q[k, l] += Q[k + 1, l]
     for l in range(K1 - 2, -1, -1):

@@ -97,8 +97,7 @@ __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offs
            "unit_score_info", "sibling_pairs", "sized_pairs", "laplace_mh", "move_update", "group_means",
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
            "centred", "slice_coordinate", "row_fits", "scale_update_unit_transport",
-           "update_log_scales", "update_log_scales_corrected", "row_expansions", "quadratic_loglik",
-           "row_tail_expansions", "gig_draw", "GIG_ROUNDS"]
+           "update_log_scales", "update_log_scales_corrected", "row_expansions", "row_tail_expansions", "gig_draw", "GIG_ROUNDS"]
 
 
 def slopes(eta, order: int = 1, spacing=None):
@@ -418,11 +417,17 @@ def row_expansions(X, base, kappa, code, K1: int, order: int = 1, spacing=None, 
     totals with 1/2 added to each, so they are near the row's maximum, not at it, and the score
     takes up the difference to first order).  Returns the points ``(R, K1)``, the scores
     ``(R, K1)`` and the information ``(R, K1, K1)``."""
-    e_hat = empirical_increments(X, base, code, order, spacing) if at is None else np.asarray(at, dtype=float)
+    e_hat, theta = _expansion_point(X, base, code, order, spacing, at)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-        score, info = unit_score_info(X, base + walk_offsets(e_hat, code, order, spacing), kappa, code, K1 + 1,
-                                      order, spacing)
+        score, info = unit_score_info(X, theta, kappa, code, K1 + 1, order, spacing)
     return e_hat, np.where(np.isfinite(score), score, 0.0), np.where(np.isfinite(info), info, 0.0)
+
+
+def _expansion_point(X, base, code, order, spacing, at):
+    """The rows' expansion points (``at``, or the empirical increments when None) and the log
+    profiles there, for :func:`row_expansions` and :func:`row_tail_expansions`."""
+    e_hat = empirical_increments(X, base, code, order, spacing) if at is None else np.asarray(at, dtype=float)
+    return e_hat, base + walk_offsets(e_hat, code, order, spacing)
 
 
 def row_tail_expansions(X, base, kappa, code, K1: int, order: int = 1, spacing=None, at=None):
@@ -431,34 +436,12 @@ def row_tail_expansions(X, base, kappa, code, K1: int, order: int = 1, spacing=N
     :math:`T_r`; a row with a non-finite one gets no information): the points, the scores
     ``(R, K1)``, :math:`n_r` ``(R,)`` and :math:`T_r` ``(R, K1)``, for
     :func:`~privinfer.pymc.dm_rows.rows_quadratic`."""
-    e_hat = empirical_increments(X, base, code, order, spacing) if at is None else np.asarray(at, dtype=float)
+    e_hat, theta = _expansion_point(X, base, code, order, spacing, at)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
-        score, n_eff, tails = rows_score_tails(X, base + walk_offsets(e_hat, code, order, spacing), kappa, code,
-                                               K1 + 1, order, spacing)
+        score, n_eff, tails = rows_score_tails(X, theta, kappa, code, K1 + 1, order, spacing)
     bad = ~(np.isfinite(n_eff) & np.isfinite(tails).all(axis=1))
     return (e_hat, np.where(np.isfinite(score), score, 0.0), np.where(bad, 0.0, n_eff),
             np.where(bad[:, None], 0.0, tails))
-
-
-def quadratic_loglik(e_hat, score, info, members=None, n_units=None):
-    r"""The rows' summed expansions of :func:`row_expansions` as a function of the increments
-    ``(U, K1)``: :math:`\eta \mapsto \sum_r g_r^\top d_r - \tfrac12 d_r^\top I_r d_r`,
-    :math:`d_r = \eta_{u(r)} - \hat e_r`, up to a constant.  ``members`` ``(R,)``: each row's
-    unit among ``n_units`` (None: one row per unit); a unit's rows are summed once, beforehand:
-    :math:`\eta_u^\top \sum_r (g_r + I_r\hat e_r) - \tfrac12\eta_u^\top (\sum_r I_r)\eta_u`
-    up to a constant, so an evaluation costs ``U``, not ``R``, small quadratic forms.  The
-    scale updates' surrogate is this function, evaluated row by row in the information's
-    factored form (:func:`~privinfer.pymc.dm_rows.rows_quadratic`, ``O(K1)`` per row)."""
-    e_hat, score, info = (np.asarray(a, dtype=float) for a in (e_hat, score, info))
-    lin, H = score + np.einsum("rkl,rl->rk", info, e_hat), info
-    if members is not None:
-        rows = np.asarray(members, dtype=np.int64)
-        lin, H = scatter_rows(lin, rows, n_units), scatter_rows(info, rows, n_units)
-
-    def loglik(eta):
-        return float((eta * lin).sum() - 0.5 * (eta * np.matmul(H, eta[..., None])[..., 0]).sum())
-
-    return loglik
 
 
 def _start(data, kappa, prec, code, order, spacing=None):
@@ -572,7 +555,7 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
     must not depend on the current scales or increments.  ``members``: the unit of every row of
     ``X`` and ``base`` (:func:`move_update`; None: one row per unit).  ``corrected``: the slice
     sampling runs on the surrogate of ``F`` with the cells' quadratic expansions
-    (:func:`quadratic_loglik`) and each coordinate's proposal is corrected to ``F``
+    (:func:`_surrogate`) and each coordinate's proposal is corrected to ``F``
     (:func:`update_log_scales_corrected`; the same invariant law, fewer evaluations of ``F``);
     ``reference``: log scales at which the map of the coordinates gives the increments to expand
     at (:func:`scale_update_transport`; None: the rows' empirical increments).
@@ -728,8 +711,8 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     the slice's initial width, one or one per scale (a constant of the chain;
     :class:`~privinfer.pymc.WalkGibbs` tunes it during warm-up only); ``steps``: the stepping
     out's limit (:func:`slice_coordinate`); ``corrected``: slice sampling on ``F`` with
-    :math:`\sum_u\ell_u` replaced by the units' quadratic expansions (:func:`row_expansions`,
-    :func:`quadratic_loglik`), each proposal then accepted by the exact test of
+    :math:`\sum_u\ell_u` replaced by the rows' quadratic expansions (:func:`row_tail_expansions`,
+    :func:`~privinfer.pymc.dm_rows.rows_quadratic`), each proposal then accepted by the exact test of
     :func:`update_log_scales_corrected`: the same law, one evaluation of ``F`` per scale
     instead of one per slice step; ``reference``: log scales :math:`\lambda_0`, the
     expansions then at :math:`\eta(\lambda_0, \Xi)` (fixed while :math:`\Xi` is held; None:
@@ -891,23 +874,24 @@ def _cells_loglik(X, base, kappa, code, order, spacing, members=None):
 
 def _surrogate(target_with, corrected: bool, X, base, kappa, code, order, spacing, members, shape, reference,
                increments_at):
-    """A scale update's target with the cells' log likelihood replaced by its rows' quadratic
-    expansions (:func:`quadratic_loglik`'s function, evaluated in the information's factored
-    form: :func:`row_tail_expansions`, :func:`~privinfer.pymc.dm_rows.rows_quadratic`, one pass
-    over the increments per row instead of a ``(K1, K1)`` product) at the units' centred
-    increments ``increments_at(reference)`` ``(U, K1)`` (the update's map of its held
-    coordinates at the ``reference`` log scales; ``reference`` None: at the rows' empirical
-    increments): ``target_with`` applied to that function; None unless ``corrected`` (the
-    reference is checked either way).  ``shape``: the raw increments' ``(U, K1)``."""
-    U, K1 = shape
+    r"""A scale update's target with the cells' log likelihood replaced by its rows' quadratic
+    expansions :math:`\sum_r g_r^\top d_r - \tfrac12 d_r^\top I_r d_r`, :math:`d_r = \eta_{u(r)} -
+    a_r` (in the information's factored form: :func:`row_tail_expansions`,
+    :func:`~privinfer.pymc.dm_rows.rows_quadratic`, one pass over the increments per row) at the
+    units' centred increments :math:`a` = ``increments_at(reference)`` ``(U, K1)`` (the update's
+    map of its held coordinates at the ``reference`` log scales; ``reference`` None: at the rows'
+    empirical increments): ``target_with`` applied to that function; None unless ``corrected``
+    (the reference is checked either way).  ``shape``: the raw increments' ``(U, K1)``."""
+    K1 = shape[1]
     ref = _reference(reference, K1)
     if not corrected:
         return None
     at = None if ref is None else increments_at(ref)
     rows = None if at is None else (at if members is None else at[np.asarray(members, dtype=np.int64)])
     e_hat, score, n_eff, tails = row_tail_expansions(X, base, kappa, code, K1, order, spacing, rows)
-    mem = None if members is None else np.asarray(members, dtype=np.int64)
-    return target_with(lambda eta: rows_quadratic(eta, e_hat, score, n_eff, tails, order, spacing, mem))
+    mem = np.arange(e_hat.shape[0]) if members is None else np.asarray(members, dtype=np.int64)
+    h = np.ones(K1) if spacing is None else np.asarray(spacing, dtype=float)
+    return target_with(lambda eta: rows_quadratic(eta, e_hat, score, n_eff, tails, order, h, mem))
 
 
 def _reference(reference, K1: int):
