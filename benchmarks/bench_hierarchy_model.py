@@ -29,6 +29,8 @@ the cells).  Printed:
   age range of a tract against the rest).
 
 ``--save PATH`` writes the posterior (InferenceData) to netCDF, for diagnosis after the run.
+``--chain-seed S`` runs other chains on the same data and release (the chains' diagnostics vary
+between runs as much as between settings; compare settings over several chain seeds).
 
 Goals: RMSE <= 0.65 x GLS on cells under 30 and <= 0.88 x GLS on all cells; coverage 0.88-0.92;
 R-hat <= 1.01, ESS >= 400; under 10 minutes on 2 cores, under 4 GB.
@@ -56,7 +58,12 @@ ESS 334 against 482 of 800); the model without the counties' walks took 585 s (7
 slower machine, on which the default model takes 1,364-1,390 s).  On a machine where it
 took 652 s, the factored scale surrogate, the inverse-gamma rejection draw of the scales and the
 batched Cholesky factors brought it to 614-643 s (two runs; the walks' steps 6% cheaper per
-iteration on one state).
+iteration on one state).  Carrying the counties of up to 8 tracts (``CARRY_ROWS``) along their
+walk: 577 s against 549 s with 4 on one chain seed (``--chain-seed 11``) on a machine that was
+faster that day, the cells' max R-hat 1.060 against 1.083 (1.061 on the default chain seed).
+One round of the walks' pair moves instead of 2 took as long (588 s: the time saved was within
+the runs' spread) and mixed worse (cells with R-hat above 1.01: 3,684 against 2,819; the county
+profiles' median ESS 225 against 342).
 Cells under 30 are covered 0.940 by their integer intervals, whose posterior mass is 0.920: the
 randomized coverage is 0.923 (all cells 0.909), so most of their over-coverage is discreteness.
 The chains reach their stationary range within about 100 iterations (window means of the step
@@ -124,7 +131,10 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=500)
     ap.add_argument("--tune", type=int, default=500)
     ap.add_argument("--chains", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--seed", type=int, default=7, help="seed of the data and the release (and of the chains, "
+                    "unless --chain-seed)")
+    ap.add_argument("--chain-seed", type=int, default=None,
+                    help="seed of the chains alone (default --seed): other chains on the same data and release")
     ap.add_argument("--sweeps", type=float, default=SWEEPS, help="pair-move sweeps per iteration")
     ap.add_argument("--overdispersion", type=float, default=None,
                     help="fix the cells' overdispersion phi (default: the model's, learned without cell effects)")
@@ -160,7 +170,8 @@ def main(argv=None):
     with model:
         step = MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)  # the step pm.sample() assigns
         idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=min(args.chains, 2), step=[step],
-                          random_seed=args.seed, progressbar=False, compute_convergence_checks=False,
+                          random_seed=args.seed if args.chain_seed is None else args.chain_seed,
+                          progressbar=False, compute_convergence_checks=False,
                           compile_kwargs=None if args.mode is None else {"mode": args.mode})
     t_sample = time.perf_counter() - t0
     draws = idata.posterior["x"].values.reshape(-1, mech.n)
