@@ -181,8 +181,8 @@ SMOOTH_LEVEL_UNITS = 10
 #: tract walk left after centring to carry its cells); carrying every county cost 15% more time
 #: on all Kentucky tracts, most of it in counties of many tracts, whose walks many tracts' cells
 #: and the county's own measurements pin down.  With 8 against 4, on all Kentucky tracts (two
-#: pairs of runs, one chain seed each): the bulk ESS of the county profiles in counties of 5 to 8
-#: tracts, min 35-43 and 5th percentile 106-113, against 13-26 and 74-103; their max R-hat
+#: pairs of runs, each pair on one chain seed): the bulk ESS of the county profiles in counties of
+#: 5 to 8 tracts, min 35-43 and 5th percentile 106-113, against 15-26 and 74-88; their max R-hat
 #: 1.06 against 1.08-1.13; 5% more time (577 against 549 s on one chain seed).
 CARRY_ROWS = 8
 
