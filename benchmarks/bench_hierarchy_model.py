@@ -60,7 +60,8 @@ took 652 s, the factored scale surrogate, the inverse-gamma rejection draw of th
 batched Cholesky factors brought it to 614-643 s (two runs; the walks' steps 6% cheaper per
 iteration on one state).  Carrying the counties of up to 8 tracts (``CARRY_ROWS``) along their
 walk: 577 s against 549 s with 4 on one chain seed (``--chain-seed 11``) on a machine that was
-faster that day, the cells' max R-hat 1.060 against 1.083 (1.061 on the default chain seed).
+faster that day, the cells' max R-hat 1.060 against 1.083 (1.061 against 1.158 on the default
+chain seed).
 One round of the walks' pair moves instead of 2 took as long (588 s: the time saved was within
 the runs' spread) and mixed worse (cells with R-hat above 1.01: 3,684 against 2,819; the county
 profiles' median ESS 225 against 342).
