@@ -125,6 +125,63 @@ def test_one_long_chain_reaches_the_target_from_a_corner():
     assert np.max(np.abs(tests)) < z_crit, (np.max(np.abs(tests)), z_crit)
 
 
+def _moved_exact_draws(rng, X, logp, y, pairs, alpha, n=20_000):
+    """Exact draws from the law ``exp(logp)`` over the points ``X``, each moved by one sweep:
+    the chi-square p-value of the moved draws against the law (as above) and the fraction of
+    proposed moves made."""
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    where = index_of(X)
+    counts, moved, proposed = np.zeros(len(X)), 0, 0
+    for k in rng.choice(len(X), size=n, p=p):
+        x, _, c = measured_pair_sweeps(rng, X[k].astype(np.int64).copy(), y, pairs, alpha=alpha, sweeps=1)
+        counts[where[tuple(x)]] += 1
+        moved, proposed = moved + c.moved, proposed + c.proposed
+    return pooled_chi2_pvalue(counts, n * p), moved / proposed
+
+
+def _loose_terms(X, y, sigma, alpha):
+    """The measurement terms and the cells' Dirichlet-multinomial terms of every point."""
+    return (-np.sum((y - X) ** 2 / (2 * sigma**2), axis=1)
+            + np.sum(special.gammaln(X + alpha) - special.gammaln(X + 1), axis=1))
+
+
+def test_loosely_measured_cells_move_by_their_prior_along_the_line():
+    # one unit of three cells (9 people), each cell measured with sd 200: along a line the
+    # measurement's Gaussian alone has sd 1.3 x 200 / sqrt(2) = 184, so one of its proposals
+    # lands in [0, 9] with probability under 10 / (184 sqrt(2 pi)) = 0.022 and under 3% of the
+    # moves would be made (0.8% before the prior entered the proposal); the beta-binomial's
+    # Gaussian along the line (module docstring) puts them where the prior is (0.60 made).  The
+    # moves must still keep the target: exact draws moved by one sweep pass the chi-square test
+    # against the enumerated law (as above, level 0.001).
+    sigma, y, alpha = np.full(3, 200.0), np.array([5.0, -40.0, 100.0]), np.array([4.0, 2.0, 6.0])
+    pairs = MeasuredPairs(sp.csr_matrix(np.eye(3)), sigma, [(np.zeros(3, dtype=np.int64), 1.0)],
+                          unit=np.zeros(3, dtype=np.int64))
+    X = np.array([x for x in itertools.product(range(10), repeat=3) if sum(x) == 9])
+    pvalue, moved = _moved_exact_draws(np.random.default_rng(21), X, _loose_terms(X, y, sigma, alpha), y, pairs, alpha)
+    assert pvalue > 1e-3
+    assert moved > 0.3
+
+
+def test_loosely_measured_cells_of_two_units_move_by_their_prior():
+    # the same cell of two units (2 cells each) swapped along x_0 + x_2 = 6 and x_1 + x_3 = 5,
+    # each cell measured with sd 200: the measurement's Gaussian alone would move under 3% of
+    # the pairs (previous test); each cell's negative binomial given the rest of its unit
+    # (module docstring) centres the proposal (0.47 made).  The unit totals move, so the
+    # flat-total Dirichlet-multinomial's normalizers enter the exact law; chi-square as above.
+    sigma, y, alpha = np.full(4, 200.0), np.array([50.0, -30.0, 0.0, 80.0]), np.array([4.0, 2.0, 3.0, 5.0])
+    unit = np.array([0, 0, 1, 1])
+    pairs = MeasuredPairs(sp.csr_matrix(np.eye(4)), sigma, [(np.array([0, 1, 0, 1]), 1.0)], unit=unit)
+    X = np.array([(a, c, 6 - a, 5 - c) for a in range(7) for c in range(6)])
+    logp = _loose_terms(X, y, sigma, alpha)
+    for u in (0, 1):
+        n, k = X[:, unit == u].sum(axis=1), alpha[unit == u].sum()
+        logp += special.gammaln(n + 1) - special.gammaln(n + k)
+    pvalue, moved = _moved_exact_draws(np.random.default_rng(22), X, logp, y, pairs, alpha)
+    assert pvalue > 1e-3
+    assert moved > 0.2
+
+
 def test_moves_keep_the_fibre_and_residuals_exactly():
     rng = np.random.default_rng(3)
     pairs = MeasuredPairs(B, SIGMA, FAMILIES, unit=UNIT)

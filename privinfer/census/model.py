@@ -134,7 +134,8 @@ choice).  The cells by
 :class:`~privinfer.pymc.MeasuredPairsGibbs` (``pm.sample()`` assigns it): pair moves within a
 tract, between the same attribute cell of two tracts of one county, and anywhere in an
 invariant group, with proposals that follow the exact Gaussian measurement term along each
-move.  Nothing of size n x n is built.
+move and the Dirichlet-multinomial's Gaussian approximation along it.  Nothing of size
+n x n is built.
 """
 
 from __future__ import annotations

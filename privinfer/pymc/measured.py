@@ -155,9 +155,10 @@ class MeasuredPairsGibbs(ArrayStepShared):
     Each iteration makes ``sweeps * n`` moves.  A move picks a cell uniformly, then a family of
     partner groups (each family given to :func:`~privinfer.pymc.lattice_latent`'s owner, plus
     the invariant's own groups, with equal probability unless weighted), then a partner in the
-    cell's group; it proposes the rounded Gaussian of the measurement term along the move and
-    accepts by the exact Metropolis--Hastings ratio (measurements, Dirichlet-multinomial prior
-    when the latent has one).  The prior's parameters are read from the other variables'
+    cell's group; it proposes the rounded Gaussian of the measurement term along the move times a
+    Gaussian of the Dirichlet-multinomial prior along it (:mod:`privinfer.lattice.measured`) and
+    accepts by the exact Metropolis--Hastings ratio (measurements, Dirichlet-multinomial
+    prior when the latent has one).  The prior's parameters are read from the other variables'
     current values at every iteration.  Draws keep ``C x = t`` and ``x >= 0`` exactly.
 
     Parameters
