@@ -64,7 +64,8 @@ faster that day, the cells' max R-hat 1.060 against 1.083 (1.061 against 1.158 o
 chain seed).
 The cells' pair moves proposing along the prior as well as the measurements: on one chain seed
 on a slower day, 675 s against 698 s, the moves made 0.77 against 0.55, cells with R-hat above
-1.01 2,262 against 2,819 (median ESS 524 against 483; max R-hat 1.059 against 1.060).
+1.01 2,262 against 2,819 (median ESS 524 against 483; max R-hat 1.059 against 1.060); on the
+default chain seed 2,163 against 2,704 (1.063 against 1.061).
 One round of the walks' pair moves instead of 2 took as long (588 s: the time saved was within
 the runs' spread) and mixed worse (cells with R-hat above 1.01: 3,684 against 2,819; the county
 profiles' median ESS 225 against 342).
