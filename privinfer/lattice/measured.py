@@ -43,9 +43,10 @@ of its unit (:math:`R_u = N_u - x_i`, the same along the line) under the flat un
 :math:`\propto \Gamma(x + \alpha_i)/x! \cdot (R_u + x)!/\Gamma(R_u + x + \kappa_u)`, close to the
 negative binomial :math:`\mathrm{NB}(\alpha_i, \rho)`, :math:`\rho = (R_u + 1)/(R_u + \kappa_u)`,
 for cells small against their unit; its moments (mean :math:`\alpha_i\rho/(1 - \rho)`,
-variance the mean over :math:`1 - \rho`) give the two cells' Gaussians along the line.  Where a cell's measurements are loose against its prior (a
-small cell, 3 people measured with sd 14), the measurement's Gaussian alone proposes jumps of
-about 7 and most are refused.  The prior enters the target through the acceptance ratio.
+variance the mean over :math:`1 - \rho`) give the two cells' Gaussians along the line.  Where a
+cell's measurements are loose against its prior (a small cell, 3 people measured with sd 14),
+the measurement's Gaussian alone proposes jumps of about 7 and most are refused.  The prior
+enters the target through the acceptance ratio.
 The chain is reversible with respect to :math:`\pi` and, with a family of groups that connect
 all cells of each invariant group, irreducible on the non-negative fibre.  When the line has no
 Gaussian (``A = 0``, the two cells in the same rows, and no prior along it) the move is a
