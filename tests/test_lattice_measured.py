@@ -31,20 +31,42 @@ def fibre():
     return np.array([x for x in itertools.product(range(TOTAL + 1), repeat=4) if sum(x) == TOTAL])
 
 
-def exact_law(prior=True):
-    """The target over the fibre, written out independently of the kernel: Gaussian measurement
-    terms and the Dirichlet-multinomial log pmf of each unit given its total."""
-    X = fibre()
-    logp = -np.sum((Y - X @ B.T.toarray()) ** 2 / (2 * SIGMA**2), axis=1)
-    if prior:
-        for u in (0, 1):
-            cells = UNIT == u
-            a, xu = ALPHA[cells], X[:, cells]
+def measured_law(X, b, y, sigma, alpha=None, unit=None):
+    """The target over the points ``X``, written out independently of the kernel: Gaussian
+    measurement terms of the rows of ``b`` and, with ``alpha``, the Dirichlet-multinomial log pmf
+    of each unit of ``unit`` given its total (the totals flat)."""
+    logp = -np.sum((y - X @ np.asarray(b).T) ** 2 / (2 * sigma**2), axis=1)
+    if alpha is not None:
+        for u in np.unique(unit):
+            cells = unit == u
+            a, xu = alpha[cells], X[:, cells]
             N, k = xu.sum(1), a.sum()
             logp += (special.gammaln(N + 1) + special.gammaln(k) - special.gammaln(N + k)
                      + np.sum(special.gammaln(xu + a) - special.gammaln(a) - special.gammaln(xu + 1), axis=1))
     p = np.exp(logp - logp.max())
-    return X, p / p.sum()
+    return p / p.sum()
+
+
+def exact_law(prior=True):
+    """The tiny problem's target over its fibre (:func:`measured_law`)."""
+    X = fibre()
+    return X, measured_law(X, B.toarray(), Y, SIGMA, ALPHA if prior else None, UNIT)
+
+
+def moved_exact_draws(rng, X, p, y, pairs, alpha, n=20_000, sweeps=1):
+    """``n`` exact draws from the law ``p`` over the points ``X``, each moved by ``sweeps``
+    sweeps of the kernel, every moved state checked to keep its fibre (the sums of its point,
+    no negative cell) and its residuals: the Pearson chi-square p-value of the moved draws
+    against ``p`` (cells pooled to expected count >= 5) and the fraction of proposed moves made."""
+    where = index_of(X)
+    counts, moved, proposed = np.zeros(len(X)), 0, 0
+    for k in rng.choice(len(X), size=n, p=p):
+        x, u, c = measured_pair_sweeps(rng, X[k].astype(np.int64).copy(), y, pairs, alpha=alpha, sweeps=sweeps)
+        assert x.sum() == X[k].sum() and x.min() >= 0
+        np.testing.assert_allclose(u, y - pairs.B @ x)
+        counts[where[tuple(x)]] += 1
+        moved, proposed = moved + c.moved, proposed + c.proposed
+    return pooled_chi2_pvalue(counts, n * p), moved / proposed
 
 
 def index_of(X):
@@ -81,20 +103,10 @@ def test_kernel_leaves_the_target_invariant(prior):
     # fibre points (cells pooled to expected count >= 5), level 0.001: fails by chance once in
     # a thousand seeds, and catches a wrong acceptance ratio (the moved law drifts toward the
     # kernel's own stationary law).
-    rng = np.random.default_rng(11)
     X, p = exact_law(prior)
     pairs = MeasuredPairs(B, SIGMA, FAMILIES, unit=UNIT if prior else None)
-    n_draws = 20_000
-    start = rng.choice(len(X), size=n_draws, p=p)
-    where = index_of(X)
-    counts = np.zeros(len(X))
-    for k in start:
-        x = X[k].astype(np.int64).copy()
-        x, u, _ = measured_pair_sweeps(rng, x, Y, pairs, alpha=ALPHA if prior else None, sweeps=2)
-        assert x.sum() == TOTAL and x.min() >= 0
-        np.testing.assert_allclose(u, Y - B @ x)
-        counts[where[tuple(x)]] += 1
-    assert pooled_chi2_pvalue(counts, n_draws * p) > 1e-3
+    pvalue, _ = moved_exact_draws(np.random.default_rng(11), X, p, Y, pairs, ALPHA if prior else None, sweeps=2)
+    assert pvalue > 1e-3
 
 
 def test_one_long_chain_reaches_the_target_from_a_corner():
@@ -125,27 +137,6 @@ def test_one_long_chain_reaches_the_target_from_a_corner():
     assert np.max(np.abs(tests)) < z_crit, (np.max(np.abs(tests)), z_crit)
 
 
-def _moved_exact_draws(rng, X, logp, y, pairs, alpha, n=20_000):
-    """Exact draws from the law ``exp(logp)`` over the points ``X``, each moved by one sweep:
-    the chi-square p-value of the moved draws against the law (as above) and the fraction of
-    proposed moves made."""
-    p = np.exp(logp - logp.max())
-    p /= p.sum()
-    where = index_of(X)
-    counts, moved, proposed = np.zeros(len(X)), 0, 0
-    for k in rng.choice(len(X), size=n, p=p):
-        x, _, c = measured_pair_sweeps(rng, X[k].astype(np.int64).copy(), y, pairs, alpha=alpha, sweeps=1)
-        counts[where[tuple(x)]] += 1
-        moved, proposed = moved + c.moved, proposed + c.proposed
-    return pooled_chi2_pvalue(counts, n * p), moved / proposed
-
-
-def _loose_terms(X, y, sigma, alpha):
-    """The measurement terms and the cells' Dirichlet-multinomial terms of every point."""
-    return (-np.sum((y - X) ** 2 / (2 * sigma**2), axis=1)
-            + np.sum(special.gammaln(X + alpha) - special.gammaln(X + 1), axis=1))
-
-
 def test_loosely_measured_cells_move_by_their_prior_along_the_line():
     # one unit of three cells (9 people), each cell measured with sd 200: along a line the
     # measurement's Gaussian alone has sd 1.3 x 200 / sqrt(2) = 184, so one of its proposals
@@ -158,7 +149,8 @@ def test_loosely_measured_cells_move_by_their_prior_along_the_line():
     pairs = MeasuredPairs(sp.csr_matrix(np.eye(3)), sigma, [(np.zeros(3, dtype=np.int64), 1.0)],
                           unit=np.zeros(3, dtype=np.int64))
     X = np.array([x for x in itertools.product(range(10), repeat=3) if sum(x) == 9])
-    pvalue, moved = _moved_exact_draws(np.random.default_rng(21), X, _loose_terms(X, y, sigma, alpha), y, pairs, alpha)
+    p = measured_law(X, np.eye(3), y, sigma, alpha, np.zeros(3, dtype=np.int64))
+    pvalue, moved = moved_exact_draws(np.random.default_rng(21), X, p, y, pairs, alpha)
     assert pvalue > 1e-3
     assert moved > 0.3
 
@@ -173,11 +165,8 @@ def test_loosely_measured_cells_of_two_units_move_by_their_prior():
     unit = np.array([0, 0, 1, 1])
     pairs = MeasuredPairs(sp.csr_matrix(np.eye(4)), sigma, [(np.array([0, 1, 0, 1]), 1.0)], unit=unit)
     X = np.array([(a, c, 6 - a, 5 - c) for a in range(7) for c in range(6)])
-    logp = _loose_terms(X, y, sigma, alpha)
-    for u in (0, 1):
-        n, k = X[:, unit == u].sum(axis=1), alpha[unit == u].sum()
-        logp += special.gammaln(n + 1) - special.gammaln(n + k)
-    pvalue, moved = _moved_exact_draws(np.random.default_rng(22), X, logp, y, pairs, alpha)
+    pvalue, moved = moved_exact_draws(np.random.default_rng(22), X, measured_law(X, np.eye(4), y, sigma, alpha, unit),
+                                      y, pairs, alpha)
     assert pvalue > 1e-3
     assert moved > 0.2
 

@@ -245,9 +245,8 @@ def _sweeps(n_moves, x, u, row_ptr, rows, w, fam_cum, group_of, grp_ptr, grp_cel
         proposed += 1
         A, B = _line(i, j, row_ptr, rows, w, u)
         xi = x[i]
-        prec, centre = _line_gaussian(A, B, xi, x[j], i, j, has_prior, alpha, unit, kappa, N)
+        prec, c = _line_gaussian(A, B, xi, x[j], i, j, has_prior, alpha, unit, kappa, N)
         if prec > 0.0:
-            c = centre
             s = spread / math.sqrt(prec)
             tv = math.floor(c + s * np.random.standard_normal() + 0.5)
             d = np.int64(tv) - xi
