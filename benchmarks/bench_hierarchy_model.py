@@ -89,8 +89,8 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 
-from privinfer.census import (AGE_GROUPS, derived_draws, frame_counts, hierarchy_measurements, hierarchy_model,
-                              posterior_summary, synthetic_tracts, unit_sums)
+from privinfer.census import (AGE_GROUPS, derived_draws, derived_summary, frame_counts, hierarchy_measurements,
+                              hierarchy_model, posterior_summary, synthetic_tracts, unit_sums)
 from privinfer.datasets import load_nhgis_sex_by_age
 from privinfer.inference import gls_estimate, interval_coverage
 from privinfer.pymc import MeasuredPairsGibbs
@@ -228,13 +228,13 @@ def main(argv=None):
     ess_p = min(float(az.ess(idata, var_names=[v])[v].min()) for v in params)
     ss = idata.sample_stats
     kappa = np.asarray(idata.posterior["concentration"]).ravel() if "concentration" in idata.posterior else [np.nan]
-    share = derived_draws(draws, A, B).reshape(args.chains, -1, A.shape[1])
-    ess_share = az.ess(az.convert_to_dataset({"share": share}))["share"].values
-    young = derived_draws(draws, unit_sums(rel, geography[-1], age=YOUNG), B).reshape(args.chains, -1, B.shape[1])
-    ess_young = az.ess(az.convert_to_dataset({"young": young}))["young"].values
-    print(f"bulk ESS of {len(share_true)} {geography[-1]} shares 65+: min {np.nanmin(ess_share):.0f}, median "
-          f"{np.nanmedian(ess_share):.0f}; shares under 18: min {np.nanmin(ess_young):.0f}, median "
-          f"{np.nanmedian(ess_young):.0f}; of the cells: median {np.nanmedian(ess_x):.0f}")
+    share = derived_summary(idata, A, B, warn=False)
+    young = derived_summary(idata, unit_sums(rel, geography[-1], age=YOUNG), B, warn=False)
+    print(f"bulk ESS of {len(share_true)} {geography[-1]} shares 65+: min {np.nanmin(share['ess_bulk']):.0f}, median "
+          f"{np.nanmedian(share['ess_bulk']):.0f} (max R-hat {np.nanmax(share['r_hat']):.3f}, above 1.01: "
+          f"{int(np.sum(share['r_hat'] > 1.01))}); shares under 18: min {np.nanmin(young['ess_bulk']):.0f}, median "
+          f"{np.nanmedian(young['ess_bulk']):.0f} (max R-hat {np.nanmax(young['r_hat']):.3f}); of the cells: median "
+          f"{np.nanmedian(ess_x):.0f}")
     print(f"convergence: cells max R-hat {np.nanmax(rhat_x):.3f}, min bulk ESS {np.nanmin(ess_x):.0f} "
           f"(cells with R-hat > 1.01: {int(np.sum(rhat_x > 1.01))}); parameters max R-hat {rh_p:.3f}, "
           f"min ESS {ess_p:.0f}; lattice acceptance {float(ss['lattice_accept'].mean()):.2f}, "

@@ -75,8 +75,9 @@ import pymc as pm
 import scipy.sparse as sp
 
 from privinfer.case_studies._settings import full_mode, output_dir, save_results, show
-from privinfer.census import (AGE_GROUPS, SEXES, derived_draws, frame_counts, hierarchy_measurements,
-                              hierarchy_model, posterior_summary, synthetic_tracts, unit_sums)
+from privinfer.census import (AGE_GROUPS, SEXES, derived_draws, derived_summary, frame_counts,
+                              hierarchy_measurements, hierarchy_model, posterior_summary, synthetic_tracts,
+                              unit_sums)
 from privinfer.inference import gls_estimate, interval_coverage, topdown_style_estimate
 
 FULL = full_mode()
@@ -351,18 +352,24 @@ print(f"tract {tract_id}: {int(np.sum(x[cells] < 30))} of {cells.size} cells und
 #
 # Shares are what planners use (services for the elderly, school places).  The posterior gives
 # the share's draws directly, `(x @ A) / (x @ B)` with `A` selecting a tract's cells aged 65+
-# and `B` all its cells (`privinfer.census.unit_sums`, `derived_draws`); GLS gives the ratio of
-# its estimates with a delta-method interval from the exact GLS covariance of the two sums
-# (`ratio_interval`); TopDown-style gives the ratio of its integers.
+# and `B` all its cells (`privinfer.census.unit_sums`; `derived_summary` summarizes them with
+# each share's own R-hat and ESS); GLS gives the ratio of its estimates with a delta-method
+# interval from the exact GLS covariance of the two sums (`ratio_interval`); TopDown-style gives
+# the ratio of its integers.  A share moves with its tract's whole age profile, the posterior's
+# slowest direction, so it mixes more slowly than the cells: its convergence is printed apart.
 
 # %%
 OLD = [a for a in AGE_GROUPS if a[:2].isdigit() and int(a[:2]) >= 65]
 A, B = unit_sums(release, "tract", age=OLD), unit_sums(release, "tract")
 share_true = (x @ A) / (x @ B)
-s_mean, s_lo, s_hi = posterior_summary(derived_draws(draws, A, B), LEVEL)
+share_post = derived_summary(idata, A, B, level=LEVEL, warn=False)   # with each share's R-hat and ESS
+s_mean, s_lo, s_hi = (share_post[c].to_numpy() for c in ("mean", "lower", "upper"))
 g_share, g_lo, g_hi = gls.ratio_interval(A, B)
 td_share = (topdown @ A) / (topdown @ B)
-share = {"tracts": int(share_true.size), "rmse": {}, "coverage": {}, "width": {}}
+share = {"tracts": int(share_true.size), "rmse": {}, "coverage": {}, "width": {},
+         "posterior_max_rhat": float(np.nanmax(share_post["r_hat"])),
+         "posterior_min_ess": float(np.nanmin(share_post["ess_bulk"])),
+         "posterior_rhat_over_1_01": int(np.sum(share_post["r_hat"] > 1.01))}
 for key, (pt, lo, hi) in {"posterior": (s_mean, s_lo, s_hi), "gls": (g_share, g_lo, g_hi),
                           "topdown": (td_share, None, None)}.items():
     share["rmse"][key] = float(np.sqrt(np.mean((pt - share_true) ** 2)))
@@ -375,6 +382,9 @@ print(f"  RMSE (percentage points): posterior {100 * share['rmse']['posterior']:
 print(f"  90% coverage (mean width, points): posterior {share['coverage']['posterior']:.2f} "
       f"({100 * share['width']['posterior']:.2f}), GLS delta method {share['coverage']['gls']:.2f} "
       f"({100 * share['width']['gls']:.2f}); TopDown-style: no intervals")
+print(f"  the shares' own convergence: max R-hat {share['posterior_max_rhat']:.3f} "
+      f"({share['posterior_rhat_over_1_01']} of {share['tracts']} above 1.01), min bulk ESS "
+      f"{share['posterior_min_ess']:.0f}")
 
 order = np.argsort(share_true)
 fig, ax = plt.subplots(figsize=(7.5, 3.6))

@@ -1,10 +1,13 @@
 """Derived quantities of a hierarchy's cells (privinfer.census.derived) against pandas."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 from census_helpers import random_frame
-from privinfer.census import derived_draws, frame_counts, hierarchy_measurements, posterior_summary, unit_sums
+from privinfer.census import (derived_draws, derived_summary, frame_counts, hierarchy_measurements,
+                              posterior_summary, unit_sums)
 
 
 def measurements(f):
@@ -44,3 +47,69 @@ def test_bad_names_are_refused():
         unit_sums(np.zeros(3), "tract")
     with pytest.raises(ValueError, match="level must be"):
         posterior_summary(np.zeros((3, 2)), level=1.5)
+
+
+def _chains_of(x, rng, chains=2, draws=1000):
+    """Independent draws around the cells ``x``: every cell Poisson with mean ``x + 1``."""
+    return rng.poisson(np.asarray(x, dtype=float) + 1.0, size=(chains, draws, len(x)))
+
+
+def test_derived_summary_matches_arviz_and_posterior_summary():
+    import arviz as az
+    f = random_frame(5, counties=4, max_tracts=3)
+    mech = measurements(f)
+    A, B = unit_sums(mech, "tract", age="65+"), unit_sums(mech, "tract")
+    X = _chains_of(frame_counts(f), np.random.default_rng(3))
+    labels = [str(u) for u in mech.hierarchy.unit_labels[2]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # independent draws, 1,000 per chain: no warning (see below)
+        out = derived_summary(X, A, B, index=labels)
+    assert list(out.index) == labels
+    assert list(out.columns) == ["mean", "lower", "upper", "r_hat", "ess_bulk", "ess_tail"]
+    q = np.stack([(c @ A) / (c @ B) for c in X])
+    mean, lo, hi = posterior_summary(q.reshape(-1, q.shape[2]))
+    np.testing.assert_allclose(out["mean"], mean)
+    np.testing.assert_allclose(out["lower"], lo)
+    np.testing.assert_allclose(out["upper"], hi)
+    ds = az.convert_to_dataset({"q": q})
+    np.testing.assert_allclose(out["r_hat"], az.rhat(ds)["q"].values)
+    np.testing.assert_allclose(out["ess_bulk"], az.ess(ds, method="bulk")["q"].values)
+    np.testing.assert_allclose(out["ess_tail"], az.ess(ds, method="tail")["q"].values)
+    # the same from an InferenceData, and sums (den None) as x @ A
+    idata = az.from_dict(posterior={"x": X})
+    np.testing.assert_allclose(derived_summary(idata, A, B)["r_hat"], out["r_hat"].to_numpy())
+    sums = derived_summary(idata, A, warn=False)
+    np.testing.assert_allclose(sums["mean"], (X.reshape(-1, X.shape[2]) @ A).mean(axis=0))
+
+
+def test_derived_summary_flags_chains_that_disagree():
+    f = random_frame(6, counties=3, max_tracts=3)
+    mech = measurements(f)
+    A, B = unit_sums(mech, "tract", age="65+"), unit_sums(mech, "tract")
+    x = frame_counts(f)
+    rng = np.random.default_rng(4)
+    X = _chains_of(x, rng)
+    # the second chain stuck where every tract's people aged 65+ are twice as many: split R-hat of
+    # every share far above 1.01 (iid chains of 1,000 draws: R-hat - 1 is about (F - 1) / (2 x 500)
+    # for an F(3, large) ratio of between- to within-chain variance, above 0.01 with probability
+    # under 1e-6, so the warning cannot come from the noise)
+    old = (A.sum(axis=1).A1 > 0)
+    X[1][:, old] = 2 * X[1][:, old] + 1
+    with pytest.warns(RuntimeWarning, match=r"of \d+ derived quantities have R-hat above 1.01"):
+        out = derived_summary(X, A, B)
+    tracts_with_old = (x @ A) > 0
+    assert np.all(out["r_hat"].to_numpy()[tracts_with_old] > 1.1)
+
+
+def test_derived_summary_refuses_bad_input():
+    mech = measurements(random_frame(2))
+    A = unit_sums(mech, "tract")
+    n = A.shape[0]
+    with pytest.raises(ValueError, match="chains, draws, cells"):
+        derived_summary(np.zeros((10, n)), A)
+    with pytest.raises(ValueError, match="rows"):
+        derived_summary(np.zeros((2, 10, n + 1)), A)
+    with pytest.raises(ValueError, match="index has"):
+        derived_summary(np.ones((2, 10, n)), A, index=["a"] * (A.shape[1] + 1))
+    with pytest.raises(ValueError, match="at least 4 draws"):
+        derived_summary(np.ones((2, 3, n)), A)
