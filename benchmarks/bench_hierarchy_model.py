@@ -66,6 +66,12 @@ The cells' pair moves proposing along the prior as well as the measurements: on 
 on a slower day, 675 s against 698 s, the moves made 0.77 against 0.55, cells with R-hat above
 1.01 2,262 against 2,819 (median ESS 524 against 483; max R-hat 1.059 against 1.060); on the
 default chain seed 2,163 against 2,704 (1.063 against 1.061).
+Four times the draws (``--tune 200 --draws 1600``, default chain seed, other jobs beside it for its
+first 25 minutes): 2,316 s, the cells' max R-hat 1.020 and min bulk ESS 109 (50 cells above
+1.01; independent draws of that size: 1.006 / 2,226), the parameters' 1.027 / 102, the tracts'
+shares 65+ min bulk ESS 70 (median 942); the slowest cells are again those of the 780-person
+tract 21111008800, so R-hat <= 1.01 and ESS >= 400 in every cell need several times more still.
+The draws held in memory then take the peak to 5.2 GB.
 One round of the walks' pair moves instead of 2 took as long (588 s: the time saved was within
 the runs' spread) and mixed worse (cells with R-hat above 1.01: 3,684 against 2,819; the county
 profiles' median ESS 225 against 342).
