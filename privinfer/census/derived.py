@@ -16,7 +16,7 @@ column per unit of a level, selecting the unit's cells whose attributes are in g
   :data:`ESS_PER_CHAIN` per chain.  A derived quantity can mix far more slowly than any of its
   cells: a tract's share aged 65+ moves with the whole tract's age profile, the slowest
   direction of :func:`~privinfer.census.hierarchy_model`'s posterior (all 1,083 Kentucky tracts,
-  2 x 400 draws: the shares' min bulk ESS 10, the cells' 17), so the cells' R-hat does not
+  2 x 400 draws: the shares' min bulk ESS 14, the cells' 32), so the cells' R-hat does not
   vouch for it;
 * hierarchical GLS: ``est.interval(A)`` and ``est.ratio_interval(A, B)`` of
   :class:`~privinfer.inference.HierarchicalGLSEstimate` (Gaussian and delta-method intervals;
