@@ -12,7 +12,7 @@ column per unit of a level, selecting the unit's cells whose attributes are in g
 * the posterior with its convergence: :func:`derived_summary` of the chains (an
   ``InferenceData`` or a ``(chains, draws, n)`` array): mean, interval, split R-hat and bulk and
   tail ESS of every unit's quantity (Vehtari, Gelman, Simpson, Carpenter and Burkner 2021),
-  with a warning when some have R-hat above :data:`RHAT_LIMIT` or bulk ESS below
+  with a warning when some have R-hat above :data:`RHAT_LIMIT` or bulk or tail ESS below
   :data:`ESS_PER_CHAIN` per chain.  A derived quantity can mix far more slowly than any of its
   cells: a tract's share aged 65+ moves with the whole tract's age profile, the slowest
   direction of :func:`~privinfer.census.hierarchy_model`'s posterior (all 1,083 Kentucky tracts,
