@@ -201,7 +201,8 @@ def main(argv=None):
 
     A, B = unit_sums(rel, geography[-1], age=OLD), unit_sums(rel, geography[-1])
     share_true = (x @ A) / (x @ B)
-    s_mean, s_lo, s_hi = posterior_summary(derived_draws(draws, A, B))
+    share = derived_summary(idata, A, B, warn=False)    # the shares' summary and their R-hat and ESS below
+    s_mean, s_lo, s_hi = (share[c].to_numpy() for c in ("mean", "lower", "upper"))
     g_share, g_lo, g_hi = est.ratio_interval(A, B)
     print("90% coverage (mean width); the posterior's integer intervals also with their posterior mass (the "
           "coverage if calibrated) and their randomized coverage (0.9 if calibrated):")
@@ -234,7 +235,6 @@ def main(argv=None):
     ess_p = min(float(az.ess(idata, var_names=[v])[v].min()) for v in params)
     ss = idata.sample_stats
     kappa = np.asarray(idata.posterior["concentration"]).ravel() if "concentration" in idata.posterior else [np.nan]
-    share = derived_summary(idata, A, B, warn=False)
     young = derived_summary(idata, unit_sums(rel, geography[-1], age=YOUNG), B, warn=False)
     print(f"bulk ESS of {len(share_true)} {geography[-1]} shares 65+: min {np.nanmin(share['ess_bulk']):.0f}, median "
           f"{np.nanmedian(share['ess_bulk']):.0f} (max R-hat {np.nanmax(share['r_hat']):.3f}, above 1.01: "
