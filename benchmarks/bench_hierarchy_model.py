@@ -72,6 +72,12 @@ first 25 minutes): 2,316 s, the cells' max R-hat 1.020 and min bulk ESS 109 (50 
 shares 65+ min bulk ESS 70 (median 942); the slowest cells are again those of the 780-person
 tract 21111008800, so R-hat <= 1.01 and ESS >= 400 in every cell need several times more still.
 The draws held in memory then take the peak to 5.2 GB.
+The carried update's matching by size with a third pattern (``walk_kernel.sized_pairs``: the
+smallest tract of a county paired two times in three with the second or third smallest), on a
+machine where the default run took 1,001-1,101 s: cells max R-hat 1.083 / 1.086 against 1.133 /
+1.105 (default chain seed / ``--chain-seed 11``), min bulk ESS 20 / 21 against 10 / 15, the
+tracts' shares 65+ min bulk ESS 10 / 12 against 9 / 20; the slowest cells are still in the
+smallest tracts (780 and 801 people in Jefferson County).
 One round of the walks' pair moves instead of 2 took as long (588 s: the time saved was within
 the runs' spread) and mixed worse (cells with R-hat above 1.01: 3,684 against 2,819; the county
 profiles' median ESS 225 against 342).

@@ -79,7 +79,7 @@ class WalkInfo:
     spacing: object = None    # (K-1,) order 2: the categories' distances (None: all 1)
     members: object = None    # (R,) the unit of every row of grid (None: row u is unit u)
     carry_units: object = None  # (U,) bool: the units of the carried update (None: all)
-    sizes: object = None      # (U,) fixed unit sizes: the carried update pairs neighbours in size (None: uniform)
+    sizes: object = None      # (U,) fixed unit sizes: the carried update pairs near neighbours in size (None: uniform)
 
 
 @dataclass

@@ -24,7 +24,7 @@ One iteration:
    invariant);
 2. when the walk was registered with carry fractions (``register_walk(carry=...)``), the
    carried update (:mod:`privinfer.pymc.walk_carry`): for a fresh matching of sibling pairs
-   (among the registered ``carry_units`` only; with ``sizes``, a matching of neighbours in
+   (among the registered ``carry_units`` only; with ``sizes``, a matching of near neighbours in
    size, :func:`~privinfer.pymc.walk_kernel.sized_pairs`) and ``carry_directions`` increments
    per pair (every one for a pair of two units under :data:`CARRY_SMALL` of the carried units'
    median size), the increments slice sampled with the cells
@@ -174,7 +174,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         tracts against one of 190).  None: every unit.  Needs ``carry``.
     sizes
         ``(U,)`` positive sizes of the units, fixed (their estimated totals, not the chain's
-        state): the carried update pairs neighbours in size, and moves the pairs of small units
+        state): the carried update pairs near neighbours in size, and moves the pairs of small units
         along every direction (module docstring, step 2).  None: uniform matchings.  Needs ``carry``.
     order
         1 (default): the increments are the steps between neighbouring categories (a random
@@ -299,7 +299,7 @@ def carried_pairs(rng, info: WalkInfo, U: int, n_dirs: int, per_pair=CARRY_DIREC
     """The carried update's pairs ``(u, v)`` and how many of the ``n_dirs`` directions each
     draws (module docstring, step 2), for the walk ``info`` of ``U`` units: a random matching
     of sibling units among ``info.carry_units`` (None: all), uniform or, with ``info.sizes``,
-    of neighbours in size (:func:`~privinfer.pymc.walk_kernel.sized_pairs`; ``groups`` None:
+    of near neighbours in size (:func:`~privinfer.pymc.walk_kernel.sized_pairs`; ``groups`` None:
     every unit alone, ``v = -1``); ``per_pair`` directions (None: all), every direction for a
     pair of two units under :data:`CARRY_SMALL` of the carried units' median size.
     The choice never depends on the chain's state, so the update stays exact."""

@@ -303,7 +303,14 @@ def carry_directions(K1: int, order: int = 1) -> np.ndarray:
     walk the coordinates (each moves every category past one step against those before it: old
     against young, split at one age); for a second-order walk the same splits (raw directions
     :math:`e_a - e_{a+1}`, which change one step only) and the coordinates (a change of slope
-    from one age on)."""
+    from one age on).
+
+    Measured against each pair's own principal axes (the eigenvectors of a Gaussian
+    approximation of the pair move's precision, :math:`2\Lambda + G_u + G_v` with :math:`G_u =
+    J_u^\top \mathrm{diag}(1/(v + c)) J_u` from the units' base profiles, each scaled to unit
+    sd), on all Kentucky tracts at a posterior draw with everything but the tracts' walk and the
+    cells held, 250 iterations: the tracts' shares 65+ and under 18 had a bulk ESS of median 64
+    and 75 with the principal axes against 79 and 97 with these, in the same time."""
     eye = np.eye(K1)
     if order != 2:
         return eye

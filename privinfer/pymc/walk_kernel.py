@@ -179,18 +179,26 @@ def _consecutive_pairs(order, groups, shift):
 
 
 def sized_pairs(rng, groups, sizes):
-    r"""A matching of neighbours in size within each group: ``(u, v)`` index arrays.  Each
-    group's units sorted by ``sizes`` (ties by index) are paired first with second, third with
-    fourth, ... or, with probability 1/2 independently per group, second with third, fourth with
-    fifth, ... and, in a group of even size, the smallest with the largest (the order read as a
-    cycle, so a group of two is always paired).  Every unit but a group's smallest and largest
-    has a partner next to it in size every time, and those two every other time.
+    r"""A matching of near neighbours in size within each group: ``(u, v)`` index arrays.  Each
+    group's units sorted by ``sizes`` (ties by index), ranks ``0, 1, ...``, are paired by one of
+    three patterns, drawn uniformly and independently per group: (0, 1), (2, 3), ...; (1, 2),
+    (3, 4), ... and, in a group of even size, the smallest with the largest (the order read as a
+    cycle, so a group of two is always paired); or across blocks of four, (0, 2), (1, 3), (4, 6),
+    (5, 7), ... (a last block of two paired together, of three (0, 2)).  A group of odd size leaves
+    out its largest unit under the first pattern and its smallest under the second.  Every unit's
+    partner is at most two places away in size, except the ends' under the cycle, and the
+    partners change from pattern to pattern, so the pairs' sums do not stay put.
 
     Why.  A pair move :math:`\delta_u + \Delta,\ \delta_v - \Delta` of centred increments is
     as wide as the *tighter* of the two units' conditionals: a tract of 800 people paired with
     one of 6,000 moves its departure by the larger tract's posterior spread, several times less
     than its own.  Under a uniform matching (:func:`sibling_pairs`) a small unit among many large
-    siblings (a small tract in a county of 185) almost never meets a partner of its size.
+    siblings (a small tract in a county of 185) almost never meets a partner of its size.  The
+    third pattern is for the smallest units, which need these moves most: with the first two
+    alone, the smallest unit of a group of odd size is left out every other time and otherwise
+    always meets the same partner (Kentucky's two smallest tracts, of 780 and 801 people in
+    Jefferson County's 185, held the slowest cells of all 1,083 tracts); now it is paired two
+    times in three, with the second or the third smallest.
     ``sizes`` must not depend on the chain's state (e.g. the units' estimated totals), so the
     matching is drawn independently of the state and every move made with it stays exact."""
     groups = np.asarray(groups, dtype=np.int64)
@@ -199,12 +207,18 @@ def sized_pairs(rng, groups, sizes):
         raise ValueError("sizes must give one number per unit")
     order = np.lexsort((np.arange(groups.size), sizes, groups))
     g = groups[order]
-    shift = rng.integers(2, size=int(g.max(initial=-1)) + 1)
-    u, v = _consecutive_pairs(order, groups, shift[g])
-    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    pattern = rng.integers(3, size=int(g.max(initial=-1)) + 1)[g]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if g.size else np.zeros(0, dtype=np.int64)
     n = np.diff(np.r_[first, g.size])
-    wrap = (shift[g[first]] == 1) & (n % 2 == 0)                  # the ends, left out: paired together
-    return np.r_[u, order[first[wrap]]], np.r_[v, order[first[wrap] + n[wrap] - 1]]
+    size = np.repeat(n, n)
+    rank = np.arange(g.size) - np.repeat(first, n)
+    neighbours = (pattern < 2) & ((rank + pattern) % 2 == 0) & (rank + 1 < size)
+    wrap = (pattern == 1) & (rank == 0) & (size % 2 == 0)   # the ends, left out: paired together
+    cross = (pattern == 2) & (rank % 4 < 2) & (rank + 2 < size)
+    last_two = (pattern == 2) & (rank % 4 == 0) & (size - rank == 2)
+    pos = [np.flatnonzero(neighbours | last_two), np.flatnonzero(wrap), np.flatnonzero(cross)]
+    partner = [pos[0] + 1, pos[1] + size[pos[1]] - 1, pos[2] + 2]
+    return order[np.concatenate(pos)], order[np.concatenate(partner)]
 
 
 def group_means(delta, groups):
