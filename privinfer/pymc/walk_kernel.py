@@ -162,20 +162,18 @@ def sibling_pairs(rng, groups):
     """A uniformly random matching of the units within each group: ``(u, v)`` index arrays
     (a group of odd size leaves one unit out)."""
     groups = np.asarray(groups, dtype=np.int64)
-    return _consecutive_pairs(np.lexsort((rng.random(groups.size), groups)), groups, 0)
-
-
-def _consecutive_pairs(order, groups, shift):
-    """The pairs of neighbours in ``order`` (units sorted by group, then by whatever the
-    matching sorts by) within each group: ranks (0, 1), (2, 3), ... of a group with ``shift`` 0,
-    (1, 2), (3, 4), ... with ``shift`` 1 (an int, or one per unit in ``order``'s order)."""
-    g = groups[order]
-    first = np.r_[True, g[1:] != g[:-1]]
-    start = np.maximum.accumulate(np.where(first, np.arange(g.size), 0))
-    rank = np.arange(g.size) - start
-    head = ((rank + shift) % 2 == 0) & np.r_[g[1:] == g[:-1], False]
-    pos = np.flatnonzero(head)
+    order = np.lexsort((rng.random(groups.size), groups))
+    rank, size = _group_ranks(groups[order])
+    pos = np.flatnonzero((rank % 2 == 0) & (rank + 1 < size))
     return order[pos], order[pos + 1]
+
+
+def _group_ranks(g):
+    """Each unit's rank within its group and its group's size, for group labels ``g`` sorted
+    so that every group's units are consecutive."""
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if g.size else np.zeros(0, dtype=np.int64)
+    n = np.diff(np.r_[first, g.size])
+    return np.arange(g.size) - np.repeat(first, n), np.repeat(n, n)
 
 
 def sized_pairs(rng, groups, sizes):
@@ -208,10 +206,7 @@ def sized_pairs(rng, groups, sizes):
     order = np.lexsort((np.arange(groups.size), sizes, groups))
     g = groups[order]
     pattern = rng.integers(3, size=int(g.max(initial=-1)) + 1)[g]
-    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if g.size else np.zeros(0, dtype=np.int64)
-    n = np.diff(np.r_[first, g.size])
-    size = np.repeat(n, n)
-    rank = np.arange(g.size) - np.repeat(first, n)
+    rank, size = _group_ranks(g)
     neighbours = (pattern < 2) & ((rank + pattern) % 2 == 0) & (rank + 1 < size)
     wrap = (pattern == 1) & (rank == 0) & (size % 2 == 0)   # the ends, left out: paired together
     cross = (pattern == 2) & (rank % 4 < 2) & (rank + 2 < size)
