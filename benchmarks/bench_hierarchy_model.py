@@ -78,6 +78,18 @@ machine where the default run took 1,001-1,101 s: cells max R-hat 1.083 / 1.086 
 1.105 (default chain seed / ``--chain-seed 11``), min bulk ESS 20 / 21 against 10 / 15, the
 tracts' shares 65+ min bulk ESS 10 / 12 against 9 / 20; the slowest cells are still in the
 smallest tracts (780 and 801 people in Jefferson County).
+Where the slow tail is (the line "bulk ESS of the tract shares 65+ by their 65+ cells' expected
+number at 0", from the draws alone): on the default chain seed, the 83 tracts with an expected 0.1
+or more of their 65+ cells at 0 had shares 65+ of median bulk ESS 124 and 73 (0.1-0.5, 0.5 or
+more) against 261 for the other 1,000 (Spearman correlation of a tract's share ESS with that
+expected number -0.69, with its size 0.47); all 15 slowest shares were of tracts under 10% aged
+65+ against their county's 10-17%, young tracts, campuses among them (18-24 share up to 0.70).
+Three changes aimed at them, each left out (numbers in ``walk_carry.carry_directions``, the
+``walk_carry`` module docstring and ``walk.CARRY_SMALL``): ramp directions in the carried update
+(1,081 s; cells max R-hat 1.159), two more carried matchings of the units under half the median
+size (1,117 s and 1,213 s on two chain seeds; max R-hat 1.093 and 1.099), a carry damped for small
+expected counts (1,076 s; 1.099), against 1,001 s and 1.083 (1.086 on seed 11) without.  Each
+moved the slowest cell to another young tract and left the tail within the runs' spread.
 One round of the walks' pair moves instead of 2 took as long (588 s: the time saved was within
 the runs' spread) and mixed worse (cells with R-hat above 1.01: 3,684 against 2,819; the county
 profiles' median ESS 225 against 342).
@@ -267,6 +279,7 @@ def main(argv=None):
         print(f"cell effects: scale omega {float(np.median(idata.posterior['cell_effect_scale'])):.3f} (median); "
               f"the effects' max R-hat {np.nanmax(rh_e):.3f}, min bulk ESS {np.nanmin(ess_e):.0f}")
     print_worst_cells(frame, geography, ATTRIBUTES, rhat_x, ess_x, pm_mean)
+    print_slow_by_zeros(draws, A, share["ess_bulk"].to_numpy(), geography[-1])
     iid = independent_floor(args.chains, args.draws, mech.n, args.seed)
     print(f"independent draws of the same size ({args.chains} x {args.draws}, {mech.n} cells), the best any sampler "
           f"could print: cells max R-hat {iid[0]:.3f}, min bulk ESS {iid[1]:.0f}, cells with R-hat > 1.01: {iid[2]}")
@@ -288,6 +301,23 @@ def print_worst_cells(frame, geography, attributes, rhat, ess, mean, k: int = 5)
     top = ", ".join(f"{u} {c}" for u, c in sorted(zip(units, counts), key=lambda uc: -uc[1])[:5])
     print(f"cells with R-hat > 1.05: {int(slow.sum())} in {units.size} of {np.unique(unit).size} "
           f"{geography[-1]} units" + (f" (most: {top})" if units.size else ""))
+
+
+def print_slow_by_zeros(draws, A, ess, level: str, cuts=(0.1, 0.5)):
+    """The bulk ESS of the units' shares 65+ by how often their 65+ cells sit at zero: for each
+    unit, the posterior expected number of its 65+ cells that are 0 (the sum of their posterior
+    probabilities of 0, from the draws alone), in the classes split at ``cuts``.  On all Kentucky
+    tracts the slowest shares are those of young tracts (campuses: a share 65+ of 2-5% against
+    their county's 10-17%) whose old cells touch zero, more than those of small tracts."""
+    zeros = np.asarray(A.T @ np.mean(draws == 0, axis=0)).ravel()
+    edges = (-np.inf, *cuts, np.inf)
+    parts = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (zeros >= lo) & (zeros < hi)
+        if m.any():
+            name = f"under {hi}" if lo == -np.inf else (f"{lo} or more" if hi == np.inf else f"{lo} to {hi}")
+            parts.append(f"{name}: {int(m.sum())} {level}s, median {np.nanmedian(ess[m]):.0f}, min {np.nanmin(ess[m]):.0f}")
+    print(f"bulk ESS of the {level} shares 65+ by their 65+ cells' expected number at 0: " + "; ".join(parts))
 
 
 def independent_floor(chains: int, draws: int, n: int, seed: int):

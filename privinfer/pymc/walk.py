@@ -105,7 +105,11 @@ CARRY_DIRECTIONS = 8
 #: the most and alternating their updates is slowest there (on all Kentucky tracts the slowest
 #: cells are in tracts of about 800 people; 0.65 x the median tract's 3,870 people is 2,500,
 #: 12% of the tracts are under it).  A pair's move is as wide as its larger unit allows, so a
-#: small unit paired with a large one gets the usual count.
+#: small unit paired with a large one gets the usual count.  Two more matchings by size per
+#: iteration for the units under half the median (34 Kentucky tracts), 2 x (200 + 400): the
+#: tracts' shares under 18 min bulk ESS 48 and 35 against 12 and 20 (default chain seed and seed
+#: 11), but the cells' max R-hat 1.093 and 1.099 against 1.083 and 1.086, the shares 65+ min 16
+#: and 8 against 10 and 12, and 12% more time; left out.
 CARRY_SMALL = 0.65
 
 #: The warm-up's exponential average of the log step scales, the reference of the scale
