@@ -307,8 +307,9 @@ def print_slow_by_zeros(draws, A, ess, level: str, cuts=(0.1, 0.5)):
     """The bulk ESS of the units' shares 65+ by how often their 65+ cells sit at zero: for each
     unit, the posterior expected number of its 65+ cells that are 0 (the sum of their posterior
     probabilities of 0, from the draws alone), in the classes split at ``cuts``.  On all Kentucky
-    tracts the slowest shares are those of young tracts (campuses: a share 65+ of 2-5% against
-    their county's 10-17%) whose old cells touch zero, more than those of small tracts."""
+    tracts the slowest shares are those of young tracts (campuses among them: a share 65+ of
+    1.5-10% against their county's 10-17%) whose old cells touch zero, more than those of small
+    tracts."""
     zeros = np.asarray(A.T @ np.mean(draws == 0, axis=0)).ravel()
     edges = (-np.inf, *cuts, np.inf)
     parts = []
