@@ -112,6 +112,7 @@ import arviz as az
 import numpy as np
 import pandas as pd
 import pymc as pm
+from scipy import stats
 
 from privinfer.census import (AGE_GROUPS, derived_draws, derived_summary, frame_counts, hierarchy_measurements,
                               hierarchy_model, posterior_summary, synthetic_tracts, unit_sums)
@@ -174,6 +175,10 @@ def main(argv=None):
     ap.add_argument("--smooth-levels", choices=("auto", "lowest", "all"), default="auto",
                     help="hierarchy_model(smooth_levels=...): 'all' gives the counties a walk of their own, 'lowest' "
                          "only the tracts, 'auto' (the model's default) 'all' from 10 counties on")
+    ap.add_argument("--walk-tails", type=float, default=None,
+                    help="hierarchy_model(walk_tails=nu): Student-t tract walks with nu degrees of freedom")
+    ap.add_argument("--walk-tails-by", choices=("unit", "increment"), default="unit",
+                    help="hierarchy_model(walk_tails_by=...): one variance multiplier per tract or per tract and increment")
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
     ap.add_argument("--save", default=None, help="write the posterior (InferenceData, netCDF) to this path")
     args = ap.parse_args(argv)
@@ -193,7 +198,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     model = hierarchy_model(rel, overdispersion="auto" if args.overdispersion is None else args.overdispersion,
                             walk_steps=args.walk_steps, cell_effects=args.cell_effects,
-                            smooth_levels=args.smooth_levels)
+                            smooth_levels=args.smooth_levels, walk_tails=args.walk_tails,
+                            walk_tails_by=args.walk_tails_by)
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()
     with model:
@@ -280,6 +286,7 @@ def main(argv=None):
               f"the effects' max R-hat {np.nanmax(rh_e):.3f}, min bulk ESS {np.nanmin(ess_e):.0f}")
     print_worst_cells(frame, geography, ATTRIBUTES, rhat_x, ess_x, pm_mean)
     print_slow_by_zeros(draws, A, share["ess_bulk"].to_numpy(), geography[-1])
+    print_mix(idata, share["ess_bulk"].to_numpy())
     iid = independent_floor(args.chains, args.draws, mech.n, args.seed)
     print(f"independent draws of the same size ({args.chains} x {args.draws}, {mech.n} cells), the best any sampler "
           f"could print: cells max R-hat {iid[0]:.3f}, min bulk ESS {iid[1]:.0f}, cells with R-hat > 1.01: {iid[2]}")
@@ -319,6 +326,22 @@ def print_slow_by_zeros(draws, A, ess, level: str, cuts=(0.1, 0.5)):
             name = f"under {hi}" if lo == -np.inf else (f"{lo} or more" if hi == np.inf else f"{lo} to {hi}")
             parts.append(f"{name}: {int(m.sum())} {level}s, median {np.nanmedian(ess[m]):.0f}, min {np.nanmin(ess[m]):.0f}")
     print(f"bulk ESS of the {level} shares 65+ by their 65+ cells' expected number at 0: " + "; ".join(parts))
+
+
+def print_mix(idata, ess):
+    """With ``--walk-tails``: the tracts' variance multipliers (posterior means: median, 90th
+    percentile, max; their R-hat and bulk ESS) and the Spearman correlation of a tract's
+    multiplier with its share 65+'s bulk ESS (negative: the tracts the t tails let bend are the
+    slow ones)."""
+    for name in [v for v in idata.posterior.data_vars if v.startswith("step_mix")]:
+        lam = idata.posterior[name]
+        mean = lam.mean(("chain", "draw")).values
+        rh, es = az.rhat(idata, var_names=[name])[name].values, az.ess(idata, var_names=[name])[name].values
+        per_unit = mean if mean.ndim == 1 else mean.max(axis=1)        # per increment: each tract's largest
+        rho = stats.spearmanr(per_unit, ess, nan_policy="omit").statistic
+        print(f"{name}: posterior means median {np.median(mean):.2f}, 90th percentile {np.quantile(mean, 0.9):.2f}, "
+              f"max {mean.max():.2f}; max R-hat {np.nanmax(rh):.3f}, min bulk ESS {np.nanmin(es):.0f}; Spearman with "
+              f"the share 65+'s bulk ESS {rho:.2f}")
 
 
 def independent_floor(chains: int, draws: int, n: int, seed: int):

@@ -455,7 +455,7 @@ def _smooth_axis(hier, smooth):
 
 
 def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, order: int = 2, positions=None,
-                       level=None):
+                       level=None, tails=None):
     r"""Each lowest-level unit's departure (``level``: each unit's of that middle level, variables
     ``step_scale_<level>_<attr>``, ``step_<level>_<attr>`` and ``noncentering_<level>_<attr>``)
     along the ordered categories of attribute ``axis`` (e.g. the age groups): a random walk from 0
@@ -471,8 +471,12 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
     :math:`\tilde\epsilon_{u,a} \sim N(0, \sigma_a^{2(1-w_{u,a})})` and
     :math:`\delta_{u,a} = \sigma_a^{w_{u,a}} \tilde\epsilon_{u,a}`, with ``w`` the model's data
     ``noncentering_<attr>`` (``centred``: all 0, :math:`\delta_{u,a} = \tilde\epsilon_{u,a}`, the
-    parametrization of :class:`~privinfer.pymc.WalkGibbs`).  Returns the departures, the step
-    scales, the raw increments, the exponents, each cell column's category and the spacing."""
+    parametrization of :class:`~privinfer.pymc.WalkGibbs`).  ``tails`` (``(nu, "unit" or
+    "increment")``, :math:`\nu > 0`): each unit's (or each of its increments') raw increments get a variance multiplier, :math:`N(0, \sigma_a^2\lambda_u)` with
+    :math:`\lambda_u \sim \mathrm{InvGamma}(\nu/2, \nu/2)` (``step_mix_<level>``), so that a unit's
+    increments are multivariate t (:mod:`~privinfer.pymc.walk_kernel`, "Mixed prior
+    variances").  Returns the departures, the step scales, the raw increments, the exponents,
+    each cell column's category, the spacing and the multipliers (None without ``tails``)."""
     K = hier.shape[axis]
     L = hier.depth - 1 if level is None else level
     name = hier.attributes[axis] if level is None else f"{hier.levels[L]}_{hier.attributes[axis]}"
@@ -482,8 +486,14 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
                 np.zeros((U, K - 1)) if centred else _walk_noncentering(hier, axis, est, order, spacing, L))
     # alpha as float64: a Python 2.0 would become a float32 constant (log 2 in single precision)
     step = pm.Weibull(f"step_scale_{name}", alpha=np.float64(2.0), beta=step_prior * np.sqrt(2.0), shape=(K - 1,))
-    raw = pm.Normal(f"step_{hier.levels[L]}_{hier.attributes[axis]}", 0.0, step[None, :] ** (1.0 - w),
-                    shape=(U, K - 1))
+    mix = None
+    sd = step[None, :] ** (1.0 - w)
+    if tails is not None:
+        half = np.float64(0.5 * float(tails[0]))
+        per = tails[1] == "increment"
+        mix = pm.InverseGamma(f"step_mix_{hier.levels[L]}", alpha=half, beta=half, shape=(U, K - 1) if per else (U,))
+        sd = sd * (pt.sqrt(mix) if per else pt.sqrt(mix)[:, None])
+    raw = pm.Normal(f"step_{hier.levels[L]}_{hier.attributes[axis]}", 0.0, sd, shape=(U, K - 1))
     inc = step[None, :] ** w * raw
     if order == 2:
         inc = pt.cumsum(inc, axis=1) * (1.0 if spacing is None else pt.constant(spacing)[None, :])
@@ -491,7 +501,7 @@ def _smooth_departures(hier, axis: int, step_prior: float, est, centred: bool, o
         inc = _sibling_centred(inc, hier.parent[L])
     walk = pt.concatenate([pt.zeros((U, 1)), pt.cumsum(inc, axis=1)], axis=1)
     code = np.unravel_index(np.arange(hier.d), hier.shape)[axis]
-    return walk[:, code], step, raw, w, code, spacing
+    return walk[:, code], step, raw, w, code, spacing, mix
 
 
 def _cell_effects(hier, prior_scale: float):
@@ -513,14 +523,15 @@ def _cell_effects(hier, prior_scale: float):
 
 
 def _leaf_profiles(hier, theta, axis, est, centred: bool, walk_order: int, step_prior: float, effect_prior,
-                   positions=None):
+                   positions=None, tails=None):
     """The lowest level's parents' log profiles ``base``, the smooth departures (``walk``, None
     without ``axis``; its spacing from ``positions``, :func:`_walk_spacing`), the
     lowest units' log profiles without the cell effects ``eta`` and the cell effects with their
     scale (``eps``; None when ``effect_prior`` is None)."""
     par = _groups(hier)
     base = theta[np.zeros(hier.n_units(0), np.int64) if par is None else par]
-    walk = None if axis is None else _smooth_departures(hier, axis, step_prior, est, centred, walk_order, positions)
+    walk = None if axis is None else _smooth_departures(hier, axis, step_prior, est, centred, walk_order, positions,
+                                                        tails=tails)
     eta = base if walk is None else base + walk[0]
     eps = None if effect_prior is None else _cell_effects(hier, effect_prior)
     return base, walk, eta, eps
@@ -554,6 +565,17 @@ def _walk_spacing(hier, axis, positions, order: int):
 def _groups(hier):
     """The lowest units' parents (None for a one-level hierarchy)."""
     return np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else None
+
+
+def _checked_tails(walk_tails, by: str = "unit"):
+    """``hierarchy_model``'s ``walk_tails`` (None or a finite number > 0) and ``walk_tails_by``
+    (``"unit"`` or ``"increment"``) as :func:`_smooth_departures`'s ``tails``, else a one-line error."""
+    if not (isinstance(by, str) and by in ("unit", "increment")):
+        raise ValueError("walk_tails_by must be 'unit' or 'increment'")
+    if walk_tails is not None and (isinstance(walk_tails, (str, bytes, bool)) or not np.isscalar(walk_tails)
+                                   or not (np.isfinite(walk_tails) and walk_tails > 0)):
+        raise ValueError("walk_tails must be None or a finite number > 0 (the degrees of freedom)")
+    return None if walk_tails is None else (float(walk_tails), by)
 
 
 def _checked_options(hier, walk_steps, walk_order, cell_effects, **positive):
@@ -595,7 +617,8 @@ def _coords(mech):
 def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float = 1.0, smooth="auto",
                     step_prior: float = 0.3, overdispersion="auto", walk_steps: str = "auto",
                     walk_order: int = 2, cell_effects: bool = False, cell_effect_prior: float = 0.3,
-                    smooth_positions="auto", smooth_levels: str = "auto") -> pm.Model:
+                    smooth_positions="auto", smooth_levels: str = "auto", walk_tails=None,
+                    walk_tails_by: str = "unit") -> pm.Model:
     """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
 
     Parameters
@@ -627,6 +650,10 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         than its county at every age past 40 is one increment; 12 Kentucky counties: shares
         aged 65+ pulled 1% of their departure toward the county, covered 0.87-0.89 at 90%,
         against 7% and 0.83 with order 1, same cell RMSE); 1: a first-order random walk.
+    walk_tails, walk_tails_by
+        None (default): normal walk increments; :math:`\\nu > 0`: t increments, a multiplier
+        :math:`\\lambda \\sim \\mathrm{InvGamma}(\\nu/2, \\nu/2)` of each lowest unit's prior variance
+        (``"unit"``) or of each of its increments' (``"increment"``), ``step_mix_<leaf level>``.
     overdispersion
         ``None``: :math:`\\phi` learned, half-normal prior with scale 0.3; a number > 0:
         :math:`\\phi` fixed at it; ``"auto"`` (default): learned, or with ``cell_effects``
@@ -655,8 +682,8 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         the cells as the int64 variable ``x`` in the frame's row order (coordinate ``cell``:
         the cell ids ``"tract|sex|age"``), the parameters ``log_profile_<level>``,
         ``scale_<level>``, ``departure_<level>``, ``step_scale_<attribute>``,
-        ``step_<leaf level>_<attribute>``, ``concentration`` (with ``cell_effects``:
-        ``cell_effect``, ``cell_effect_scale``), and the observed measurements ``y``.
+        ``step_<leaf level>_<attribute>`` (``walk_tails``: ``step_mix_<leaf level>``), ``concentration``
+        (``cell_effects``: ``cell_effect``, ``cell_effect_scale``), the observed measurements ``y``.
         ``pm.sample()`` assigns NUTS and :class:`~privinfer.pymc.MeasuredPairsGibbs` by itself.
     """
     mech, inv = _checked(release)
@@ -664,6 +691,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         mech.hierarchy, walk_steps, walk_order, cell_effects, profile_scale=profile_scale, scale_prior=scale_prior,
         step_prior=step_prior, cell_effect_prior=cell_effect_prior, overdispersion=overdispersion)
     hier = mech.hierarchy
+    tails = _checked_tails(walk_tails, walk_tails_by)
     axis = _smooth_axis(hier, smooth)
     est = gls_estimate(release)
     x0 = start_point(release, est)
@@ -675,11 +703,8 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         kappa = pm.Deterministic("concentration", 1.0 / _overdispersion(hier, est, axis, overdispersion, h_phi) ** 2)
         base, walk, eta, eps = _leaf_profiles(hier, theta, axis, est, walk_steps == "gibbs", walk_order,
                                               float(step_prior), float(cell_effect_prior) if cell_effects else None,
-                                              smooth_positions)
-        theta_leaf = eta if eps is None else eta + eps[2]
-        alpha_grid = kappa * pt.special.softmax(theta_leaf, axis=-1)
-        alpha = alpha_grid.ravel()[hier.leaf_unit * hier.d + hier.combination]
-        prior = DirichletMultinomialCells(alpha, hier.leaf_order())
+                                              smooth_positions, tails)
+        prior = _cells_prior(hier, kappa, eta if eps is None else eta + eps[2])
         x = lattice_latent("x", inv, release.t, prior=prior, initval=x0, moves=_moves(hier, inv),
                            sampler="measured_pairs", dims="cell")
         observe("y", mech, x, observed=release.y)
@@ -689,6 +714,13 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         if walk_steps == "gibbs":
             _register_walks(hier, parts, base, walk, eps, kappa, x, float(step_prior), walk_order, est)
     return model
+
+
+def _cells_prior(hier, kappa, theta_leaf):
+    """The cells' Dirichlet-multinomial prior given the lowest units' log profiles ``(U, d)``."""
+    alpha_grid = kappa * pt.special.softmax(theta_leaf, axis=-1)
+    alpha = alpha_grid.ravel()[hier.leaf_unit * hier.d + hier.combination]
+    return DirichletMultinomialCells(alpha, hier.leaf_order())
 
 
 def _middle(hier, axis, levels, est, centred: bool, order: int, step_prior: float, positions):
@@ -717,15 +749,15 @@ def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, o
     leaf_sizes = np.maximum(np.bincount(hier.leaf_unit, weights=np.asarray(est.x, dtype=float),
                                         minlength=hier.n_units(hier.depth - 1)), 1.0)
     if walk is not None:
-        _, step, raw, w, code, spacing = walk
+        _, step, raw, w, code, spacing, mix = walk
         register_walk(scales=step, increments=raw, prior_scale=step_prior, base=base + effects, kappa=kappa,
                       weights=w, latent=x, grid=hier.leaf_order(), code=code, groups=_groups(hier),
-                      carry=carry, order=order, spacing=spacing, sizes=leaf_sizes)
+                      carry=carry, order=order, spacing=spacing, sizes=leaf_sizes, mix=mix)
     tracts = walk[0] if walk is not None else 0.0
     for l, _, mid in parts:
         if mid is None:
             continue
-        _, step, raw, w, code, spacing = mid
+        _, step, raw, w, code, spacing, _ = mid
         members = hier.leaf_ancestors(l)
         U = hier.n_units(l)
         register_walk(scales=step, increments=raw, prior_scale=step_prior,

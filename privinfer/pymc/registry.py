@@ -80,6 +80,8 @@ class WalkInfo:
     members: object = None    # (R,) the unit of every row of grid (None: row u is unit u)
     carry_units: object = None  # (U,) bool: the units of the carried update (None: all)
     sizes: object = None      # (U,) fixed unit sizes: the carried update pairs near neighbours in size (None: uniform)
+    mix: str = None           # (U,) the units' prior variance multipliers, InvGamma(mix_dof/2, mix_dof/2) (None: 1)
+    mix_dof: float = None     # their prior's degrees of freedom (the walk's increments are multivariate t)
 
 
 @dataclass

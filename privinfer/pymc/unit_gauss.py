@@ -4,7 +4,8 @@ units of 22 increments each, 3.6 ms per call against about 0.1 ms here).
 
 Unit ``u`` has an information matrix :math:`Q_u` and an information-weighted fit :math:`b_u`
 (its rows' quadratic approximation, :func:`~privinfer.pymc.walk_kernel.row_fits`); with prior
-precisions :math:`p = \sigma^{-2}` its increments' Gaussian approximation has precision
+precisions :math:`p = \sigma^{-2}` (or :math:`p_u = \sigma^{-2}/\lambda_u`, one row per unit,
+for a walk whose units' prior variances are mixed) its increments' Gaussian approximation has precision
 :math:`P_u = Q_u + \mathrm{diag}(p) = R_u R_u^\top` (``R_u`` lower triangular) and mean
 :math:`m_u = P_u^{-1} b_u`.  :func:`transport` gives :math:`\delta_u = m_u + \xi_u R_u^{-1}`
 (row vectors), i.e. :math:`\delta_u^\top = R_u^{-\top}(R_u^{-1} b_u + \xi_u^\top)`, and
@@ -67,7 +68,7 @@ def _transport(Q, b, xi, p, out):
     y = np.empty(k)
     logdet = 0.0
     for u in range(U):
-        if not _cholesky(Q[u], p, L):
+        if not _cholesky(Q[u], p[u], L):
             return np.nan
         _forward(L, b[u], y)
         for i in range(k):
@@ -84,7 +85,7 @@ def _coordinates(Q, b, delta, p, out):
     y = np.empty(k)
     m = np.empty(k)
     for u in range(U):
-        if not _cholesky(Q[u], p, L):
+        if not _cholesky(Q[u], p[u], L):
             return False
         _forward(L, b[u], y)
         _backward(L, y, m)
@@ -100,18 +101,18 @@ def _inputs(Q, b, v, precision):
     Q = np.ascontiguousarray(Q, dtype=float)
     b = np.ascontiguousarray(b, dtype=float)
     v = np.ascontiguousarray(v, dtype=float)
-    p = np.ascontiguousarray(precision, dtype=float)
+    p = np.asarray(precision, dtype=float)
     U, k = b.shape
-    if Q.shape != (U, k, k) or v.shape != (U, k) or p.shape != (k,):
-        raise ValueError(f"transport needs Q (U, k, k), b and the coordinates (U, k), precision (k,); got "
+    if Q.shape != (U, k, k) or v.shape != (U, k) or p.shape not in ((k,), (1, k), (U, k)):
+        raise ValueError(f"transport needs Q (U, k, k), b and the coordinates (U, k), precision (k,) or (U, k); got "
                          f"{Q.shape}, {b.shape}, {v.shape}, {p.shape}")
-    return Q, b, v, p
+    return Q, b, v, np.ascontiguousarray(np.broadcast_to(p, (U, k)))
 
 
 def transport(Q, b, xi, precision):
     r"""The increments :math:`\delta_u = P_u^{-1} b_u + \xi_u R_u^{-1}` ``(U, k)`` of every unit
     and :math:`\sum_u \log|R_u|` (module docstring), ``precision`` ``(k,)`` the prior's
-    :math:`\sigma^{-2}`.  Raises :class:`numpy.linalg.LinAlgError` where some :math:`P_u` is
+    :math:`\sigma^{-2}`, or ``(U, k)`` one per unit.  Raises :class:`numpy.linalg.LinAlgError` where some :math:`P_u` is
     not positive definite (non-finite or non-positive precisions)."""
     Q, b, xi, p = _inputs(Q, b, xi, precision)
     out = np.empty_like(b)

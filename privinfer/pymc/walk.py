@@ -33,7 +33,11 @@ One iteration:
    directions (old against young) where alternating their updates is slow.  The step writes
    the moved cells into PyMC's point, so the cells' own step method sees them;
 3. every sibling group's mean raw increment redrawn from its exact conditional, the prior
-   :math:`N(0, \sigma^2/J)` (the cells see the centred increments only);
+   :math:`N(0, \sigma^2/J)` (the cells see the centred increments only); for a walk registered
+   with ``mix`` (a Student-t walk: unit ``u``'s raw increments :math:`N(0, \sigma_k^2\lambda_u)`,
+   :math:`\lambda_u \sim \mathrm{InvGamma}(\nu/2, \nu/2)`), the weighted conditional of
+   :func:`~privinfer.pymc.walk_kernel.refresh_group_means`, then every :math:`\lambda_u` from its
+   exact inverse-gamma conditional (:func:`~privinfer.pymc.walk_kernel.mix_draw`);
 4. the step scales drawn from their exact conditional given the raw increments, a generalized
    inverse Gaussian (the centred update), then each :math:`\log\sigma_k` slice sampled with
    the increments carried along the Gaussian approximation of their conditional
@@ -78,7 +82,7 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence, CompoundStep, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator
-from pytensor.tensor.random.basic import HalfNormalRV
+from pytensor.tensor.random.basic import HalfNormalRV, InvGammaRV
 
 from ..lattice import MeasurementRows
 from .measured import latent_measurements
@@ -86,12 +90,12 @@ from .registry import WalkInfo, model_registry
 from .step_inputs import registered_inputs
 from .walk_carry import CARRY_WIDTH, carried_update, scale_update_carried
 from .walk_carry import carry_directions as directions_of_carry
-from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, move_update, refresh_group_means,
-                          scale_draw, scale_update_noncentred, scale_update_transport,
+from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, mix_draw, move_update,
+                          refresh_group_means, scale_draw, scale_update_noncentred, scale_update_transport,
                           scale_update_unit_transport, sibling_pairs, sized_pairs)
 
-__all__ = ["WalkGibbs", "register_walk", "scale_prior", "carried_pairs", "CARRY_DIRECTIONS", "CARRY_SMALL",
-           "SCALE_CARRY"]
+__all__ = ["WalkGibbs", "register_walk", "scale_prior", "mix_prior", "carried_pairs", "CARRY_DIRECTIONS",
+           "CARRY_SMALL", "SCALE_CARRY"]
 
 _TAG = "privinfer_walk"
 
@@ -127,7 +131,7 @@ SCALE_CARRY = 0
 
 def register_walk(*, scales, increments, prior_scale: float, base, kappa, weights, latent, grid, code,
                   groups=None, exponents=None, carry=None, order: int = 1, spacing=None, members=None,
-                  carry_units=None, sizes=None, model=None) -> WalkInfo:
+                  carry_units=None, sizes=None, mix=None, model=None) -> WalkInfo:
     r"""Record a random-walk departure (module docstring) so that ``pm.sample()`` samples its
     step scales and increments with :class:`WalkGibbs`.
 
@@ -138,7 +142,8 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         the prior ``pm.HalfNormal(sigma=prior_scale)`` or the Rayleigh
         ``pm.Weibull(alpha=2, beta=prior_scale * sqrt(2))`` (:func:`scale_prior`).
     increments
-        the raw increments, ``Normal(0, scales ** (1 - weights))``, shape ``(U, K-1)``; the
+        the raw increments, ``Normal(0, scales ** (1 - weights))`` (with ``mix``:
+        ``Normal(0, scales ** (1 - weights) * sqrt(mix[:, None]))``), shape ``(U, K-1)``; the
         departure of unit ``u`` is the cumulative sum of ``scales ** weights * increments``
         (centred within ``groups`` when given), 0 for the first category.  :class:`WalkGibbs`
         requires ``weights == 0`` (the centred parametrization).
@@ -190,6 +195,11 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         the age groups' midpoints, in units of their mean): the cumulative sums are then slopes
         per unit of distance, each step their product with its distance, so a walk whose slope
         never changes is linear in age rather than in the groups' index.  None: all 1.
+    mix
+        prior variance multipliers :math:`\lambda_u`, ``(U,)`` (or ``(U, K-1)``: per increment),
+        prior ``pm.InverseGamma(alpha=nu/2, beta=nu/2)`` (log transformed): t increments
+        (:mod:`~privinfer.pymc.walk_kernel`, "Mixed prior variances"), drawn exactly by
+        :class:`WalkGibbs` (its ``"transport"`` then ``"unit_transport"``).  None: all 1.
     """
     model = pm.modelcontext(model)
     grid = np.asarray(grid, dtype=np.int64)
@@ -207,6 +217,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
             raise ValueError("exponents must be a (units, K-1) array in [0, 1]")
     spacing = _checked_spacing(order, spacing, K1)
     groups, carry, carry_units, sizes = _checked_units(groups, carry, carry_units, sizes, U, grid.size)
+    mix_dof = None if mix is None else _checked_mix_var(mix, U, K1)
     dof, scale = scale_prior(scales)
     if not np.isclose(scale, float(prior_scale), rtol=1e-9, atol=0.0):
         raise ValueError(f"prior_scale={float(prior_scale):g} differs from the scale {scale:g} of the prior of "
@@ -214,14 +225,22 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     info = WalkInfo(scales=scales.name, increments=increments.name, prior_scale=scale, prior_dof=dof, base=base,
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
                     groups=groups, exponents=exponents, carry=carry, order=int(order),
-                    spacing=spacing, members=members, carry_units=carry_units, sizes=sizes)
-    reg = model_registry(model)["walks"]
-    if any(scales.name == w.scales for w in reg.values()) or increments.name in reg:
-        raise ValueError(f"'{increments.name}' or '{scales.name}' already belongs to a registered walk")
-    reg[increments.name] = info
-    for v in (scales, increments):
-        setattr(v.tag, _TAG, True)
+                    spacing=spacing, members=members, carry_units=carry_units, sizes=sizes,
+                    mix=None if mix is None else mix.name, mix_dof=mix_dof)
+    _record(model, info, [scales, increments] + ([] if mix is None else [mix]))
     return info
+
+
+def _record(model, info: WalkInfo, variables) -> None:
+    """The walk ``info`` in the model's registry, its ``variables`` tagged for :class:`WalkGibbs`;
+    a variable that already belongs to a registered walk is an error."""
+    reg = model_registry(model)["walks"]
+    taken = {name for w in reg.values() for name in _walk_vars(w)}
+    if any(v.name in taken for v in variables) or info.increments in reg:
+        raise ValueError(f"'{info.increments}', '{info.scales}' or the mix already belongs to a registered walk")
+    reg[info.increments] = info
+    for v in variables:
+        setattr(v.tag, _TAG, True)
 
 
 def _checked_spacing(order, spacing, K1: int):
@@ -299,6 +318,33 @@ def scale_prior(scales) -> tuple[int, float]:
     return dof, float(s[0]) / (1.0 if dof == 1 else np.sqrt(2.0))
 
 
+def _checked_mix_var(mix, U: int, K1: int) -> float:
+    """``register_walk``'s ``mix``: its prior's degrees of freedom, or a one-line error."""
+    if tuple(mix.type.shape) not in ((U,), (U, K1)):
+        raise ValueError(f"mix '{mix.name}' must have the static shape ({U},): one multiplier per unit, or "
+                         f"({U}, {K1}): one per unit and increment")
+    return mix_prior(mix)
+
+
+def mix_prior(mix) -> float:
+    r"""The degrees of freedom :math:`\nu` of a walk's variance multipliers' prior
+    ``pm.InverseGamma(alpha=nu/2, beta=nu/2)`` (:func:`register_walk`'s ``mix``); any other
+    prior, or parameters that are not one such constant, is an error: :class:`WalkGibbs`'s exact
+    draw is written for it."""
+    node = getattr(mix, "owner", None)
+    if not isinstance(getattr(node, "op", None), InvGammaRV):
+        raise ValueError(f"the variance multipliers '{getattr(mix, 'name', mix)}' need an InverseGamma(nu/2, nu/2) "
+                         "prior")
+    try:
+        alpha, beta = (np.unique(np.asarray(v, dtype=float)) for v in constant_fold(node.inputs[-2:]))
+    except NotConstantValueError:
+        raise ValueError(f"the prior of the variance multipliers '{mix.name}' must have constant parameters") from None
+    if alpha.size != 1 or beta.size != 1 or not (np.isfinite(alpha[0]) and alpha[0] > 0) or alpha[0] != beta[0]:
+        raise ValueError(f"the variance multipliers '{mix.name}' need InverseGamma(alpha=nu/2, beta=nu/2): one "
+                         "positive constant for both")
+    return 2.0 * float(alpha[0])
+
+
 def carried_pairs(rng, info: WalkInfo, U: int, n_dirs: int, per_pair=CARRY_DIRECTIONS):
     """The carried update's pairs ``(u, v)`` and how many of the ``n_dirs`` directions each
     draws (module docstring, step 2), for the walk ``info`` of ``U`` units: a random matching
@@ -328,16 +374,20 @@ def _walks(model, vars):
     reg = model_registry(model)["walks"]
     if not reg:
         raise ValueError("WalkGibbs needs a model with a walk registered by privinfer.pymc.register_walk")
-    pairs = [(info, {model.rvs_to_values[model[info.scales]], model.rvs_to_values[model[info.increments]]})
-             for info in reg.values()]
+    pairs = [(info, {model.rvs_to_values[model[name]] for name in _walk_vars(info)}) for info in reg.values()]
     if vars is None:
         return [info for info, _ in pairs]
     got = {model.rvs_to_values.get(v, v) for v in (vars if isinstance(vars, (list, tuple)) else [vars])}
     chosen = [(info, want) for info, want in pairs if want <= got]
     if not chosen or set().union(*(want for _, want in chosen)) != got:
-        names = "; ".join(f"'{info.scales}', '{info.increments}'" for info, _ in pairs)
-        raise ValueError(f"WalkGibbs updates each walk's step scales and increments together ({names})")
+        names = "; ".join(", ".join(f"'{n}'" for n in _walk_vars(info)) for info, _ in pairs)
+        raise ValueError(f"WalkGibbs updates each walk's step scales and increments (and mix) together ({names})")
     return [info for info, _ in chosen]
+
+
+def _walk_vars(info: WalkInfo) -> tuple:
+    """The names of the variables :class:`WalkGibbs` updates for the walk ``info``."""
+    return (info.scales, info.increments) + (() if info.mix is None else (info.mix,))
 
 
 def _walk_info(model, vars):
@@ -345,8 +395,9 @@ def _walk_info(model, vars):
     if len(infos) != 1:
         raise ValueError("one WalkGibbs updates one walk (WalkGibbs(vars=...) of several returns one per walk)")
     info = infos[0]
-    if not isinstance(model.rvs_to_transforms.get(model[info.scales]), LogTransform):
-        raise ValueError(f"WalkGibbs needs '{info.scales}' log-transformed (PyMC's default for positive priors)")
+    for name in (info.scales,) + (() if info.mix is None else (info.mix,)):
+        if not isinstance(model.rvs_to_transforms.get(model[name]), LogTransform):
+            raise ValueError(f"WalkGibbs needs '{name}' log-transformed (PyMC's default for positive priors)")
     return info
 
 
@@ -355,9 +406,13 @@ def resolve_scale_update(scale_update: str, info: WalkInfo) -> str:
     ``scale_update``: ``"transport"`` becomes ``"unit_transport"`` for a walk registered with
     ``members`` (the transport's one mean information matrix is per row, not per unit) and
     ``"noncentred"`` for one registered with members and non-centring ``exponents`` (which
-    only the non-centred update uses); an explicit transport with exponents is an error."""
+    only the non-centred update uses), and ``"unit_transport"`` for one registered with ``mix``
+    (the transport's contrasts need equal prior variances within a group); an explicit transport
+    with exponents is an error."""
     if scale_update not in ("transport", "unit_transport", "noncentred"):
         raise ValueError("scale_update must be 'transport', 'unit_transport' or 'noncentred'")
+    if info.mix is not None and info.members is None and info.exponents is None and scale_update == "transport":
+        scale_update = "unit_transport"
     if info.members is not None and scale_update == "transport":
         scale_update = "unit_transport" if info.exponents is None else "noncentred"
     if scale_update != "noncentred" and info.exponents is not None:
@@ -474,7 +529,7 @@ class WalkGibbs(ArrayStepShared):
             return super().__new__(cls, *args, **kwargs)
         rest = {k: v for k, v in kwargs.items() if k not in ("vars", "rng")}
         rngs = get_random_generator(kwargs.get("rng")).spawn(len(infos))
-        return CompoundStep([cls([model[info.scales], model[info.increments]], *args[1:], rng=r, **rest)
+        return CompoundStep([cls([model[n] for n in _walk_vars(info)], *args[1:], rng=r, **rest)
                              for info, r in zip(infos, rngs)])
 
     def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", carry_directions=CARRY_DIRECTIONS,
@@ -503,10 +558,11 @@ class WalkGibbs(ArrayStepShared):
         if initial_point is None:
             initial_point = model.initial_point()
         vars, shared, (w,), self._inputs_fn = registered_inputs(
-            model, (info.scales, info.increments), (info.base, info.kappa), info.latent, initial_point,
+            model, _walk_vars(info), (info.base, info.kappa), info.latent, initial_point,
             compile_kwargs, checked=(info.weights,))
-        scales_v, inc_v = vars
+        scales_v, inc_v = vars[:2]
         self._names = (scales_v.name, inc_v.name)
+        self._mix_name = vars[2].name if info.mix is not None else None
         self.info = info
         if np.any(np.asarray(w.eval()) != 0):
             raise ValueError("WalkGibbs needs the centred parametrization of the increments (non-centring weights 0)")
@@ -558,7 +614,7 @@ class WalkGibbs(ArrayStepShared):
             return Competence.IDEAL
         return Competence.INCOMPATIBLE
 
-    def _carried(self, cells, res, base, eta, delta, sigma, kappa) -> int:
+    def _carried(self, cells, res, base, eta, delta, sigma, kappa, mix) -> int:
         """The carried update (module docstring, step 2) of ``cells``, ``res``, ``eta`` and
         ``delta`` in place; its warm-up tuning.  Returns its density evaluations."""
         info = self.info
@@ -569,16 +625,16 @@ class WalkGibbs(ArrayStepShared):
                                       delta=delta, sigma=sigma, kappa=kappa, carry=info.carry, row_ptr=rows.row_ptr,
                                       rows=rows.rows, w=rows.w, directions=self._carry_dirs, widths=self.carry_width,
                                       walk_order=info.order, spacing=info.spacing, per_pair=per_pair,
-                                      steps=self.slice_steps, members=info.members)
+                                      steps=self.slice_steps, members=info.members, mix=mix)
         if self.tune:
             self.carry_width = self._running_mean(self.carry_width, moved, CARRY_WIDTH)
         return evals
 
-    def _scales(self, X, base, delta, sigma, kappa):
+    def _scales(self, X, base, delta, sigma, kappa, mix):
         """The scales' second update (module docstring, step 4) with the cells ``X`` held."""
         info = self.info
         common = dict(width=self.width, order=info.order, prior_dof=info.prior_dof, spacing=info.spacing,
-                      steps=self.slice_steps, corrected=self.scale_surrogate, reference=self.scale_ref)
+                      steps=self.slice_steps, corrected=self.scale_surrogate, reference=self.scale_ref, mix=mix)
         args = (self.rng, X, base, delta, info.groups, sigma, kappa, info.code, info.prior_scale)
         if self.scale_update == "unit_transport":
             return scale_update_unit_transport(*args, members=info.members, **common)
@@ -586,7 +642,7 @@ class WalkGibbs(ArrayStepShared):
             return scale_update_transport(*args, **common)
         return scale_update_noncentred(*args, exponents=info.exponents, members=info.members, **common)
 
-    def _scales_carried(self, cells, res, base, delta, sigma, kappa):
+    def _scales_carried(self, cells, res, base, delta, sigma, kappa, mix):
         """``scale_carry`` log scales, drawn at random, updated with the increments and the cells
         carried along (module docstring, step 5); ``cells`` and ``res`` in place.  Returns the
         scales, the raw increments and the evaluations."""
@@ -597,7 +653,7 @@ class WalkGibbs(ArrayStepShared):
             self.rng, cells, res, base, delta, info.groups, sigma, kappa, grid=info.grid, code=info.code,
             carry=info.carry, row_ptr=self._rows.row_ptr, rows=self._rows.rows, w=self._rows.w,
             prior_scale=info.prior_scale, prior_dof=info.prior_dof, width=self.carry_scale_width, order=info.order,
-            spacing=info.spacing, members=info.members, steps=self.slice_steps, coords=coords)
+            spacing=info.spacing, members=info.members, steps=self.slice_steps, coords=coords, mix=mix)
         if self.tune:
             moved = np.full(sigma.size, np.nan)
             moved[coords] = np.abs(np.log(sigma) - before)[coords]
@@ -608,6 +664,7 @@ class WalkGibbs(ArrayStepShared):
         point = DictToArrayBijection.rmap(q0)
         sigma = np.exp(point[self._names[0]])
         delta = np.array(point[self._names[1]], dtype=float)
+        mix = None if self._mix_name is None else np.exp(np.asarray(point[self._mix_name], dtype=float))
         base, kappa, x = self._inputs_fn()
         info = self.info
         X = np.asarray(x, dtype=float)[info.grid]
@@ -623,7 +680,7 @@ class WalkGibbs(ArrayStepShared):
                 u, v = sibling_pairs(self.rng, groups)
                 parts = [(u, 1.0), (v, -1.0)]
             acc = move_update(self.rng, X, base, eta, delta, parts, sigma, kappa, info.code, info.order, info.spacing,
-                              info.members, mode=self.tune and self.n_tunes == 0)
+                              info.members, mode=self.tune and self.n_tunes == 0, mix=mix)
             accepted += int(acc.sum())
             moves += acc.size
         carry_evals, cells = 0, None
@@ -631,24 +688,28 @@ class WalkGibbs(ArrayStepShared):
             cells = np.array(x, dtype=np.int64)
             res = self._rows.residuals(cells, self._y)
             self._cells_out = cells
-            carry_evals = self._carried(cells, res, base, eta, delta, sigma, kappa)
+            carry_evals = self._carried(cells, res, base, eta, delta, sigma, kappa, mix)
             X = cells.astype(float)[info.grid]
         if groups is not None:
-            delta = refresh_group_means(self.rng, delta, groups, sigma)
-        sigma = scale_draw(self.rng, delta, info.prior_scale, info.prior_dof)
+            delta = refresh_group_means(self.rng, delta, groups, sigma, mix)
+        if mix is not None:
+            mix = mix_draw(self.rng, delta, sigma, info.mix_dof, per_increment=mix.ndim == 2)
+        sigma = scale_draw(self.rng, delta, info.prior_scale, info.prior_dof, mix)
         before = np.log(sigma)
-        sigma, delta, evals, scale_acc = self._scales(X, base, delta, sigma, kappa)
+        sigma, delta, evals, scale_acc = self._scales(X, base, delta, sigma, kappa, mix)
         if self.tune:
             self.width = self._running_mean(self.width, np.abs(np.log(sigma) - before), SLICE_WIDTH)
             self.scale_ref = self.scale_ref + max(1.0 / (self.n_tunes + 1.0), REF_WEIGHT) * (np.log(sigma)
                                                                                              - self.scale_ref)
         if self.scale_carry:
-            sigma, delta, n = self._scales_carried(cells, res, base, delta, sigma, kappa)
+            sigma, delta, n = self._scales_carried(cells, res, base, delta, sigma, kappa, mix)
             carry_evals += n
         if self.tune:
             self.n_tunes += 1.0
         point[self._names[0]] = np.log(sigma)
         point[self._names[1]] = delta
+        if mix is not None:
+            point[self._mix_name] = np.log(mix)
         stats = {"walk_accept": accepted / moves if moves else float("nan"), "walk_scale_evals": float(evals),
                  "walk_scale_accept": scale_acc / sigma.size, "walk_carry_evals": float(carry_evals)}
         return DictToArrayBijection.map(point), [stats]

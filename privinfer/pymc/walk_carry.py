@@ -70,7 +70,8 @@ import numpy as np
 from scipy.special import gammaln
 
 from .._special import lgamma_ratio_scalar
-from .walk_kernel import SLICE_STEPS, SLICE_WIDTH, centred, checked_members, scale_update_unit_transport
+from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, prior_precisions,
+                          scale_update_unit_transport)
 
 __all__ = ["carry_shift", "carried_update", "carry_directions", "CarriedCells", "scale_update_carried", "CARRY_WIDTH",
            "CARRY_STEPS"]
@@ -176,10 +177,10 @@ def _log_density(Delta, D, u, v, ctx):
     out = 0.0
     for a in range(K1):
         t = delta[u, a] + Delta * D[a]
-        out -= 0.5 * inv_s2[a] * t * t
+        out -= 0.5 * inv_s2[u, a] * t * t
         if v >= 0:
             t = delta[v, a] - Delta * D[a]
-            out -= 0.5 * inv_s2[a] * t * t
+            out -= 0.5 * inv_s2[v, a] * t * t
     n_touched = 0
     for sgn, unit in ((1.0, u), (-1.0, v)):
         if unit < 0 or not np.isfinite(out):
@@ -309,7 +310,7 @@ def _seed(seed):
 
 
 def carry_directions(K1: int, order: int = 1) -> np.ndarray:
-    """The carried update's directions ``(k, K-1)`` in the raw increments: for a first-order
+    r"""The carried update's directions ``(k, K-1)`` in the raw increments: for a first-order
     walk the coordinates (each moves every category past one step against those before it: old
     against young, split at one age); for a second-order walk the same splits (raw directions
     :math:`e_a - e_{a+1}`, which change one step only) and the coordinates (a change of slope
@@ -358,7 +359,7 @@ def _unit_rows(members, R: int, U: int):
 
 def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, kappa, carry, row_ptr, rows, w,
                    directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1, spacing=None,
-                   steps: int = CARRY_STEPS, members=None):
+                   steps: int = CARRY_STEPS, members=None, mix=None):
     """One carried update (module docstring) of every pair in ``pairs`` along ``per_pair``
     directions (one count, or one per pair) drawn at random without replacement for each pair
     (default: all of them, in a random order; a choice independent of the state, so every update
@@ -378,7 +379,9 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     ``members`` ``(R,)`` the unit of every row of ``grid`` when a unit's walk enters several rows
     of cells (a county's walk, each of its tracts' cells; ``base``, ``grid`` and ``carry`` are
     then per row, every row's cells carried by its own shift, so each row keeps its total), None:
-    row ``u`` is unit ``u``.
+    row ``u`` is unit ``u``; ``mix`` ``(U,)`` the units' prior variance multipliers
+    :math:`\\lambda_u` (raw increments :math:`N(0, \\sigma_k^2\\lambda_u)`,
+    :func:`~privinfer.pymc.walk_kernel.mix_draw`; None: all 1).
     Returns the number of density evaluations and the mean ``|Delta|`` per direction over its
     updates (for tuning the widths)."""
     K1 = delta.shape[1]
@@ -404,7 +407,7 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     hs = np.ones(K1) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
     evals = _carried(pu, pv, dirs, order, wd, int(steps), grid, np.asarray(code, dtype=np.int64), int(walk_order), hs,
                      np.ascontiguousarray(base),
-                     eta, delta, 1.0 / np.asarray(sigma, dtype=float) ** 2, float(kappa), N, carry, rsum, unit_ptr,
+                     eta, delta, prior_precisions(sigma, mix, delta.shape[0]), float(kappa), N, carry, rsum, unit_ptr,
                      unit_rows, x, res, row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))
     return int(evals), np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
 
@@ -530,7 +533,7 @@ class CarriedCells:
 
 def scale_update_carried(rng, x, res, base, delta, groups, sigma, kappa, *, grid, code, carry, row_ptr, rows, w,
                          prior_scale: float, prior_dof: int = 1, width=SLICE_WIDTH, order: int = 1, spacing=None,
-                         members=None, steps: int = SLICE_STEPS, coords=None):
+                         members=None, steps: int = SLICE_STEPS, coords=None, mix=None):
     r"""The step scales' update with every unit's increments and every row's cells carried
     along: the coordinates ``coords`` of :math:`\lambda = \log\sigma` (default all; a choice
     that must not depend on the state) slice sampled in turn, holding the unit transport's
@@ -551,7 +554,8 @@ def scale_update_carried(rng, x, res, base, delta, groups, sigma, kappa, *, grid
 
     ``x`` (int64, n) and ``res = y - Bx`` are updated in place; the other arguments as for
     :func:`carried_update` and :func:`~privinfer.pymc.walk_kernel.scale_update_unit_transport`
-    (``delta`` the raw increments, ``groups`` their sibling groups).  Returns the new scales and
+    (``delta`` the raw increments, ``groups`` their sibling groups, ``mix`` the units' prior
+    variance multipliers).  Returns the new scales and
     raw increments and the number of evaluations of the target."""
     carried = CarriedCells(x, res, centred(delta, groups), grid=grid, code=code, base=base, kappa=kappa, carry=carry,
                            row_ptr=row_ptr, rows=rows, w=w, walk_order=order, spacing=spacing, members=members)
@@ -559,6 +563,7 @@ def scale_update_carried(rng, x, res, base, delta, groups, sigma, kappa, *, grid
     weight = (X * (1.0 - carried.fraction)).sum(axis=1) / np.maximum(X.sum(axis=1), 1.0)
     sigma, delta, evals, _ = scale_update_unit_transport(
         rng, X, base, delta, groups, sigma, kappa, code, prior_scale, width=width, order=order, prior_dof=prior_dof,
-        spacing=spacing, members=members, steps=steps, loglik=carried.loglik, info_weight=weight, coords=coords)
+        spacing=spacing, members=members, steps=steps, loglik=carried.loglik, info_weight=weight, coords=coords,
+        mix=mix)
     carried.commit(centred(delta, groups))
     return sigma, delta, evals

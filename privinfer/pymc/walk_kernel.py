@@ -53,6 +53,23 @@ scales' prior is a scaled chi with ``prior_dof`` = :math:`\nu` degrees of freedo
 with the log transform's Jacobian is :math:`\nu\lambda_k - e^{2\lambda_k}/(2s^2)`: where the
 data cannot tell small scales apart, the posterior's left tail in :math:`\lambda_k` decays like
 :math:`e^{\nu\lambda_k}`.
+
+Mixed prior variances (a Student-t walk).  Every kernel takes ``mix``, the units' prior
+variance multipliers :math:`\lambda_u` (``(U,)``, None: all 1): the raw increments are
+:math:`\delta_{u,k} \mid \lambda_u \sim N(0, \sigma_k^2\lambda_u)` with
+:math:`\lambda_u \sim \mathrm{InvGamma}(\nu_\lambda/2, \nu_\lambda/2)`, so that marginally each
+unit's increments are multivariate t with :math:`\nu_\lambda` degrees of freedom: a unit whose
+profile departs far from its parent's (a campus, a retirement community) gets a large
+:math:`\lambda_u` instead of dragging the shared step scales up or being shrunk hard toward its
+parent.  The prior term above becomes :math:`\sum_{u,k}\delta_{u,k}^2/(2\sigma_k^2\lambda_u)`;
+the scales' conditional is the same GIG with :math:`b = \sum_u\delta_{u,k}^2/\lambda_u`; the group
+mean's conditional is :math:`N(-\sum_u w_u\eta_u/W_g, \sigma^2/W_g)`, :math:`w_u = 1/\lambda_u`,
+:math:`W_g = \sum_{u \in g} w_u` (:func:`refresh_group_means`); and :func:`mix_draw` draws
+:math:`\lambda_u \mid \delta_u, \sigma \sim \mathrm{InvGamma}((\nu_\lambda + K - 1)/2,
+(\nu_\lambda + \sum_k\delta_{u,k}^2/\sigma_k^2)/2)`, exactly (the normal scale mixture of
+Andrews and Mallows 1974; Gelman et al. 2013, Bayesian Data Analysis, section 17.2).  ``mix``
+may also be ``(U, K-1)``, one multiplier per unit and increment (each increment a t of its own):
+the same formulas elementwise, with :math:`(\nu_\lambda + 1)/2` in :func:`mix_draw`.
 """
 
 from __future__ import annotations
@@ -97,7 +114,58 @@ __all__ = ["empirical_increments", "increments_from_steps", "slopes", "walk_offs
            "unit_score_info", "sibling_pairs", "sized_pairs", "laplace_mh", "move_update", "group_means",
            "refresh_group_means", "scale_draw", "scale_update_noncentred", "scale_update_transport",
            "centred", "slice_coordinate", "row_fits", "scale_update_unit_transport",
-           "update_log_scales", "update_log_scales_corrected", "row_expansions", "row_tail_expansions", "gig_draw", "GIG_ROUNDS"]
+           "update_log_scales", "update_log_scales_corrected", "row_expansions", "row_tail_expansions", "gig_draw", "GIG_ROUNDS",
+           "mix_draw", "prior_precisions", "checked_mix"]
+
+
+def checked_mix(mix, U: int, K1: int | None = None):
+    """The prior variance multipliers as floats, ``(U,)`` (one per unit) or, with ``K1`` given,
+    also ``(U, K1)`` (one per unit and increment); None stays None; a one-line error unless
+    finite and > 0."""
+    if mix is None:
+        return None
+    mix = np.asarray(mix, dtype=float)
+    if mix.shape not in ((U,), (U, K1)) or not np.all(np.isfinite(mix) & (mix > 0)):
+        raise ValueError(f"mix must hold {U} finite positive variance multipliers, one per unit"
+                         + ("" if K1 is None else f" (or {U} x {K1}, one per increment)"))
+    return mix
+
+
+def _mix_columns(mix):
+    """Multipliers ``(U,)`` or ``(U, K-1)`` as ``(U, 1)`` or ``(U, K-1)``, for broadcasting."""
+    return mix[:, None] if mix.ndim == 1 else mix
+
+
+def prior_precisions(sigma, mix=None, U: int | None = None):
+    r"""The raw increments' prior precisions :math:`1/(\sigma_k^2\lambda_u)` ``(U, K-1)``
+    (module docstring; ``mix`` None: :math:`\lambda_u = 1`, ``U`` rows of ``1/sigma^2``, or
+    ``(K-1,)`` when ``U`` is None too)."""
+    p = 1.0 / np.asarray(sigma, dtype=float) ** 2
+    if mix is None:
+        return p if U is None else np.ascontiguousarray(np.broadcast_to(p, (int(U), p.size)))
+    U = np.shape(mix)[0] if U is None and np.ndim(mix) >= 1 else U
+    if U is None:
+        raise ValueError("mix must be one variance multiplier per unit (or per unit and increment), an array")
+    mix = checked_mix(mix, int(U), p.size)
+    return np.ascontiguousarray(p[None, :] / _mix_columns(mix))
+
+
+def mix_draw(rng, delta, sigma, dof: float, per_increment: bool = False):
+    r"""The units' prior variance multipliers drawn from their exact conditional given the raw
+    increments ``(U, K-1)`` and the step scales (module docstring):
+    :math:`\lambda_u \sim \mathrm{InvGamma}((\nu + K - 1)/2, (\nu + \sum_k\delta_{u,k}^2/
+    \sigma_k^2)/2)` with ``dof`` = :math:`\nu`, the prior :math:`\mathrm{InvGamma}(\nu/2, \nu/2)`
+    (an inverse gamma is its rate over a unit-rate gamma draw).  ``per_increment``: one
+    multiplier per unit and increment ``(U, K-1)``, :math:`\lambda_{u,k} \sim
+    \mathrm{InvGamma}((\nu + 1)/2, (\nu + \delta_{u,k}^2/\sigma_k^2)/2)` (each increment a t of its
+    own: a campus's steep rise at 18-24 need not free its walk at every other age)."""
+    delta = np.asarray(delta, dtype=float)
+    if not (np.isfinite(dof) and dof > 0):
+        raise ValueError("dof must be a finite number > 0")
+    q = (delta / np.asarray(sigma, dtype=float)[None, :]) ** 2
+    if per_increment:
+        return 0.5 * (dof + q) / rng.gamma(0.5 * (dof + 1.0), size=q.shape)
+    return 0.5 * (dof + q.sum(axis=1)) / rng.gamma(0.5 * (dof + delta.shape[1]), size=delta.shape[0])
 
 
 def slopes(eta, order: int = 1, spacing=None):
@@ -232,13 +300,27 @@ def centred(delta, groups):
     return delta - group_means(delta, groups)[0][groups]
 
 
-def refresh_group_means(rng, delta, groups, sigma):
+def refresh_group_means(rng, delta, groups, sigma, mix=None):
     r"""Redraw each group's mean raw increment from its conditional, the prior
     :math:`N(0, \sigma^2/J_g)` (the likelihood depends on the centred increments only), keeping
-    the centred increments."""
-    J = np.bincount(groups).astype(float)
-    fresh = rng.standard_normal((J.size, delta.shape[1])) * sigma[None, :] / np.sqrt(J)[:, None]
-    return centred(delta, groups) + fresh[groups]
+    the centred increments.  With ``mix`` (the units' prior variance multipliers
+    :math:`\lambda_u`, module docstring) the common shift ``c`` of a group's raw increments
+    :math:`\delta_u = \eta_u + c` has the conditional :math:`N(-\sum_u w_u\eta_u/W_g,
+    \sigma^2/W_g)`, :math:`w_u = 1/\lambda_u`, :math:`W_g = \sum_{u \in g} w_u` (all 1: the
+    above, since the centred :math:`\eta` sum to 0)."""
+    eta = centred(delta, groups)
+    if mix is None:
+        J = np.bincount(groups).astype(float)
+        fresh = rng.standard_normal((J.size, delta.shape[1])) * sigma[None, :] / np.sqrt(J)[:, None]
+        return eta + fresh[groups]
+    wu = np.broadcast_to(1.0 / _mix_columns(checked_mix(mix, *delta.shape)), delta.shape)
+    G = int(groups.max(initial=-1)) + 1
+    W, pull = np.zeros((G, delta.shape[1])), np.zeros((G, delta.shape[1]))
+    np.add.at(W, groups, wu)
+    np.add.at(pull, groups, wu * eta)
+    Wg = np.maximum(W, 1e-300)
+    fresh = -pull / Wg + rng.standard_normal(pull.shape) * sigma[None, :] / np.sqrt(Wg)
+    return eta + fresh[groups]
 
 
 def _log_q(r2, k):
@@ -453,14 +535,15 @@ def row_tail_expansions(X, base, kappa, code, K1: int, order: int = 1, spacing=N
             np.where(bad[:, None], 0.0, tails))
 
 
-def _start(data, kappa, prec, code, order, spacing=None):
+def _start(data, kappa, code, order, spacing=None):
     r"""The scoring's start: the mode of the move's conditional with each row's log likelihood
     replaced by its quadratic approximation at the row's empirical increments :math:`\hat e_p`
     (information :math:`I_p` there),
 
     .. math:: \Big(\sum_p I_p + n P\Big) D = \sum_p s_p I_p(\hat e_p - \eta_p) - P \sum_p s_p \delta_p,
 
-    ``P = diag(1/sigma^2)``, ``n`` parts (the first sum over the rows of every part's units).
+    ``P = diag(1/sigma^2)`` (per unit with mixed prior variances: each part's own; ``n`` times
+    ``P`` reads :math:`\sum_p P_p`), ``n`` parts (the first sum over the rows of every part's units).
     It is a function of what the move conditions on (the
     cells, the base profiles, the group means and a pair's sum of raw increments), not of the
     current state: in the moved unit's absolute increments :math:`a = \delta_u + D` the right
@@ -470,16 +553,16 @@ def _start(data, kappa, prec, code, order, spacing=None):
     increments (which alone lie far from the mode, in the precision's metric, when the
     prior precision is large)."""
     rhs, lhs = 0.0, 0.0
-    for Xs, bs, es, ds, sg, at in data:
-        n = ds.shape[0]
-        e_hat, info = row_fits(Xs, bs, kappa, code, prec.size, order, spacing)
-        rhs = rhs + sg * (_sum_rows(np.einsum("mkl,ml->mk", info, e_hat - es), at, n) - ds * prec)
-        lhs = lhs + _sum_rows(info, at, n) + np.diag(prec)[None]
+    for Xs, bs, es, ds, sg, at, pr in data:
+        n, K1 = ds.shape
+        e_hat, info = row_fits(Xs, bs, kappa, code, K1, order, spacing)
+        rhs = rhs + sg * (_sum_rows(np.einsum("mkl,ml->mk", info, e_hat - es), at, n) - ds * pr)
+        lhs = lhs + _sum_rows(info, at, n) + pr[:, :, None] * np.eye(K1)[None]
     return np.linalg.solve(lhs, rhs[..., None])[..., 0]
 
 
 def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int = 1, spacing=None, members=None,
-                mode: bool = False):
+                mode: bool = False, mix=None):
     r"""One independence Metropolis--Hastings update of every move (module docstring).
 
     ``parts``: ``[(units, sign), ...]``, equally long unit index arrays and signs: move ``j``
@@ -490,45 +573,47 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
     ``code`` ``(d,)`` the cells' categories.  Returns the acceptance indicators of the moves.
     ``mode``: every move goes to the mode of its conditional found by the scoring (where it
     converged) instead -- not a draw, a starting point (:class:`~privinfer.pymc.WalkGibbs`'s
-    first warm-up iteration)."""
+    first warm-up iteration).  ``mix``: the units' prior variance multipliers (module docstring;
+    None: all 1)."""
     n_moves = parts[0][0].size
     if n_moves == 0:
         return np.zeros(0, dtype=bool)
     K1 = eta.shape[1]
-    prec = 1.0 / sigma**2
+    prec = prior_precisions(sigma, mix, eta.shape[0])
+    diag = np.arange(K1)
     data = []
     for u, sg in parts:
         rows, at = unit_rows(u, members, eta.shape[0])
-        data.append((X[rows], base[rows], eta[u] if at is None else eta[u][at], delta[u], float(sg), at))
+        data.append((X[rows], base[rows], eta[u] if at is None else eta[u][at], delta[u], float(sg), at, prec[u]))
 
     def target(D, moves=None):
         out = np.zeros(D.shape[0])
-        for Xs, bs, es, ds, sg, at in data:
+        for Xs, bs, es, ds, sg, at, pr in data:
             sel, here = _rows_of(moves, at, n_moves)
             sh = sg * D
             if sel is not None:
-                Xs, bs, es, ds = Xs[sel], bs[sel], es[sel], ds[moves]
+                Xs, bs, es, ds, pr = Xs[sel], bs[sel], es[sel], ds[moves], pr[moves]
             theta = bs + walk_offsets(es + (sh if here is None else sh[here]), code, order, spacing)
             ll = unit_loglik(Xs, theta, kappa)
-            prior = 0.5 * ((ds + sh) ** 2 * prec).sum(1)
+            prior = 0.5 * ((ds + sh) ** 2 * pr).sum(1)
             out += (ll if here is None else np.bincount(here, ll, minlength=out.size)) - prior
         return out
 
     def score(D, moves):
         g = np.zeros((moves.size, K1))
         Q = np.zeros((moves.size, K1, K1))
-        for Xs, bs, es, ds, sg, at in data:
+        for Xs, bs, es, ds, sg, at, pr in data:
             sel, here = _rows_of(moves, at, n_moves)
             sh = sg * D
             gu, iu = unit_score_info(Xs[sel], bs[sel] + walk_offsets(es[sel] + (sh if here is None else sh[here]),
                                                                      code, order, spacing),
                                      kappa, code, K1 + 1, order, spacing)
-            g += sg * (_sum_rows(gu, here, moves.size) - (ds[moves] + sh) * prec)
+            g += sg * (_sum_rows(gu, here, moves.size) - (ds[moves] + sh) * pr[moves])
             Q += _sum_rows(iu, here, moves.size)
-        Q += len(data) * np.diag(prec)[None]
+            Q[:, diag, diag] += pr[moves]
         return g, Q
 
-    start = _start(data, kappa, prec, code, order, spacing)
+    start = _start(data, kappa, code, order, spacing)
     if mode:
         step, _, _, accept = _newton(score, start, MAX_NEWTON, target)
     else:
@@ -541,7 +626,7 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
 
 def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None,
                             width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None,
-                            steps: int = SLICE_STEPS, corrected: bool = False, reference=None):
+                            steps: int = SLICE_STEPS, corrected: bool = False, reference=None, mix=None):
     r"""The step scales' update in (partially) non-centred coordinates: with exponents
     :math:`w_{u,k} \in [0, 1]` (default 1), the coordinates :math:`\tilde\epsilon_{u,k} =
     \delta_{u,k} / \sigma_k^{w_{u,k}}` held fixed and each :math:`\lambda_k = \log\sigma_k` in
@@ -567,10 +652,13 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
     (:func:`_surrogate`) and each coordinate's proposal is corrected to ``F``
     (:func:`update_log_scales_corrected`; the same invariant law, fewer evaluations of ``F``);
     ``reference``: log scales at which the map of the coordinates gives the increments to expand
-    at (:func:`scale_update_transport`; None: the rows' empirical increments).
+    at (:func:`scale_update_transport`; None: the rows' empirical increments); ``mix``: the units'
+    prior variance multipliers :math:`\lambda_u` (module docstring), which divide
+    :math:`\delta_{u,k}^2/(2\sigma_k^2)` in ``F``.
     Returns the new scales and raw increments, the number of evaluations of ``F`` and the
     number of the ``K-1`` coordinates whose proposal was accepted (all, without ``corrected``)."""
     W = np.ones_like(delta) if exponents is None else np.broadcast_to(np.asarray(exponents, dtype=float), delta.shape)
+    iw = _inverse_mix(mix, *delta.shape)
     eps = delta / sigma[None, :] ** W
     s2 = float(prior_scale) ** 2
     wsum = (W - 1.0).sum(axis=0)
@@ -581,7 +669,7 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 d = eps * sg[None, :] ** W
                 f = (loglik(centred(d, groups)) + _log_scale_prior(lam, s2, prior_dof)
-                     + (wsum * lam).sum() - (d**2 / (2 * sg[None, :] ** 2)).sum())
+                     + (wsum * lam).sum() - (d**2 * iw / (2 * sg[None, :] ** 2)).sum())
             return f if np.isfinite(f) else -np.inf
         return target
 
@@ -681,7 +769,7 @@ def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH, steps: 
 
 def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, width=SLICE_WIDTH,
                            order: int = 1, prior_dof: int = 1, spacing=None, steps: int = SLICE_STEPS,
-                           corrected: bool = False, reference=None):
+                           corrected: bool = False, reference=None, mix=None):
     r"""The step scales' update along the increments' conditional: each :math:`\lambda_k =
     \log\sigma_k` in turn drawn by slice sampling with every unit's increments carried along the
     Gaussian approximation of their conditional given :math:`\sigma`.
@@ -727,9 +815,9 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     expansions then at :math:`\eta(\lambda_0, \Xi)` (fixed while :math:`\Xi` is held; None:
     at the empirical increments, which the prior shrinks; 40 Kentucky counties: the
     correction's sd 0.017 with :math:`\lambda_0` 0.3 off the current scales, 0.31 without,
-    99.6% and 89% accepted).  Returns the new scales and raw increments, the number of
-    evaluations of ``F`` and of the ``K-1`` coordinates whose proposal was accepted (all, without
-    ``corrected``)."""
+    99.6% and 89% accepted).  Returns the new scales and raw increments, the evaluations of ``F``
+    and the accepted coordinates (all without ``corrected``); ``mix`` is refused (unequal variances)."""
+    _refuse_mix(mix)
     U, K1 = delta.shape
     e, Q = row_fits(X, base, kappa, code, K1, order, spacing)
     Qbar = Q.mean(axis=0)
@@ -784,7 +872,7 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
 def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float,
                                 width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None,
                                 steps: int = SLICE_STEPS, corrected: bool = False, reference=None, loglik=None,
-                                info_weight=None, coords=None):
+                                info_weight=None, coords=None, mix=None):
     r"""The step scales' update along each unit's own Gaussian approximation of its raw
     increments' conditional: :func:`scale_update_transport` with one information matrix per unit
     instead of the units' mean, for units that differ in size by orders of magnitude (the
@@ -828,8 +916,12 @@ def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code,
     the increments, e.g. :meth:`~privinfer.pymc.walk_carry.CarriedCells.cells_at` the base
     profiles, whose fit is about :math:`1 - r` times the increments, so that :math:`b_u` keeps
     the fit's scale) and ``corrected`` must be False; ``coords``: the coordinates to
-    update (default all, in random order; a choice that must not depend on the state)."""
+    update (default all, in random order; a choice that must not depend on the state); ``mix``:
+    the units' prior variance multipliers :math:`\lambda_u` (module docstring), the prior
+    precision of unit ``u`` then :math:`\mathrm{diag}(\sigma^{-2})/\lambda_u` in :math:`P_u` and
+    ``F`` (the Jacobian and the map per unit as before)."""
     U, K1 = delta.shape
+    iw = _inverse_mix(mix, U, K1)
     e_hat, info = row_fits(X, base, kappa, code, K1, order, spacing)
     b = np.einsum("rkl,rl->rk", info, e_hat)
     if info_weight is not None:
@@ -842,10 +934,10 @@ def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code,
         info, b = info * c[:, None, None], b * c[:, None]
     s2 = float(prior_scale) ** 2
     lam = np.log(np.asarray(sigma, dtype=float)).copy()
-    xi = transport_coordinates(info, b, delta, np.exp(-2.0 * lam))
+    xi = transport_coordinates(info, b, delta, np.exp(-2.0 * lam)[None, :] * iw)
 
     def state(lv):
-        d, logdet = transport(info, b, xi, np.exp(-2.0 * lv))
+        d, logdet = transport(info, b, xi, np.exp(-2.0 * lv)[None, :] * iw)
         return d, -logdet
 
     def target_with(loglik):
@@ -857,7 +949,7 @@ def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code,
                     return -np.inf
                 sg = np.exp(lv)
                 f = (loglik(centred(d, groups)) + _log_scale_prior(lv, s2, prior_dof)
-                     - (d * d / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
+                     - (d * d * iw / (2 * sg * sg)[None, :]).sum() - U * lv.sum() + jac)
             return f if np.isfinite(f) else -np.inf
         return target
 
@@ -926,6 +1018,18 @@ def _log_scale_moves(rng, target, surrogate, lam, width, steps, coords=None):
     return update_log_scales_corrected(rng, target, surrogate, lam, width, steps)
 
 
+def _refuse_mix(mix):
+    """The error of :func:`scale_update_transport` for a walk with mixed prior variances."""
+    if mix is not None:
+        raise ValueError("scale_update_transport needs equal prior variances within a sibling group; "
+                         "use scale_update_unit_transport for a walk with mixed variances (mix=...)")
+
+
+def _inverse_mix(mix, U: int, K1: int):
+    """``1/lambda`` as ``(U, 1)`` or ``(U, K1)`` (``mix`` None: 1.0)."""
+    return 1.0 if mix is None else 1.0 / _mix_columns(checked_mix(mix, U, K1))
+
+
 def _log_scale_prior(lam, s2: float, prior_dof: int = 1) -> float:
     r"""The step scales' log prior in :math:`\lambda = \log\sigma`, the log transform's Jacobian
     included, up to a constant: :math:`\nu\sum_k\lambda_k - \sum_k e^{2\lambda_k}/(2s^2)` for
@@ -935,12 +1039,13 @@ def _log_scale_prior(lam, s2: float, prior_dof: int = 1) -> float:
     return prior_dof * lam.sum() - np.exp(2.0 * lam).sum() / (2.0 * s2)
 
 
-def scale_draw(rng, delta, prior_scale: float, prior_dof: int = 1):
+def scale_draw(rng, delta, prior_scale: float, prior_dof: int = 1, mix=None):
     r"""The step scales' exact conditional draw given the raw increments ``(U, K-1)`` under the
-    scaled-chi prior with ``prior_dof`` degrees of freedom (module docstring)."""
+    scaled-chi prior with ``prior_dof`` degrees of freedom (module docstring; ``mix``: the units'
+    prior variance multipliers, :math:`b = \sum_u\delta_{u,k}^2/\lambda_u`)."""
     U = delta.shape[0]
     a = 1.0 / float(prior_scale) ** 2
-    b = (delta**2).sum(axis=0)
+    b = (delta**2 * _inverse_mix(mix, *delta.shape)).sum(axis=0)
     return np.sqrt(gig_draw(rng, (prior_dof - U) / 2.0, a, np.atleast_1d(b)))
 
 
