@@ -38,7 +38,11 @@ together, as real tracts do; the slopes are per year of age, each step the slope
 distance between the groups' midpoints (``smooth_positions``; the P12 groups are 1 to 5 years
 wide, so a walk on the groups' index bends wherever the width changes; all 1,083 Kentucky
 tracts: share 65+ RMSE 0.0107 against 0.0112 on the index, cells 0.656 / 0.398 of GLS against
-0.662 / 0.404 on all cells / cells under 30, coverage unchanged) --
+0.662 / 0.404 on all cells / cells under 30, coverage unchanged; ``walk_tails``: Student-t
+increments, a prior variance multiplier per tract or per tract and increment, off by default:
+on all Kentucky tracts the campus tracts take multipliers in the thousands, their walks then
+nearly free at some ages, and the cells mix more slowly at the benchmark's budget, max R-hat
+1.6-1.9 against 1.08, for RMSE 0.646-0.647 / 0.378-0.383 against 0.651 / 0.388) --
 and independent cell-level overdispersion :math:`\phi` (a Dirichlet-multinomial with
 concentration :math:`\kappa`; :math:`\phi \to 0` is the multinomial; for :math:`\kappa \gg 1` a
 cell's Dirichlet share :math:`\pi_i` has relative sd :math:`\sqrt{(1 - p_i)/(p_i(\kappa + 1))}
