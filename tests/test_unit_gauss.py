@@ -7,17 +7,20 @@ import pytest
 from privinfer.pymc.unit_gauss import transport, transport_coordinates
 
 
-def _systems(U=7, k=5, seed=0, rank=None):
+def _systems(U=7, k=5, seed=0, rank=None, per_unit=False):
+    """``per_unit``: one row of precisions per unit ``(U, k)`` (a walk's mixed prior variances)."""
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((U, k, k if rank is None else rank))
     Q = A @ np.swapaxes(A, 1, 2)                  # rank < k: singular information, as for a unit of few people
-    return Q, rng.standard_normal((U, k)), rng.standard_normal((U, k)), np.exp(rng.standard_normal(k))
+    p = np.exp(rng.standard_normal((U, k) if per_unit else k))
+    return Q, rng.standard_normal((U, k)), rng.standard_normal((U, k)), p
 
 
-@pytest.mark.parametrize("rank", [None, 2, 0])
-def test_transport_equals_the_dense_solves(rank):
-    Q, b, xi, p = _systems(rank=rank)
-    P = Q + np.eye(p.size)[None] * p[None, None, :]
+@pytest.mark.parametrize("rank, per_unit", [(None, False), (2, False), (0, False), (2, True)])
+def test_transport_equals_the_dense_solves(rank, per_unit):
+    # per_unit: unit u's P_u = Q_u + diag(p_u)
+    Q, b, xi, p = _systems(rank=rank, per_unit=per_unit)
+    P = Q + np.eye(b.shape[1])[None] * np.broadcast_to(p, b.shape)[:, None, :]
     R = np.linalg.cholesky(P)
     want = np.linalg.solve(P, b[..., None])[..., 0] + np.einsum("uk,ukl->ul", xi, np.linalg.inv(R))
     got, logdet = transport(Q, b, xi, p)

@@ -16,13 +16,14 @@ import pytest
 from scipy import stats
 
 from privinfer.pymc import walk_kernel as wk
-from privinfer.pymc.unit_gauss import transport, transport_coordinates
+from privinfer.pymc.unit_gauss import transport
 from privinfer.pymc.walk_carry import carried_update
 from test_walk_carry import CODE as CARRY_CODE
 from test_walk_carry import KAPPA as CARRY_KAPPA
 from test_walk_carry import M as CARRY_M
 from test_walk_carry import SIGMA as CARRY_SIGMA
 from test_walk_carry import SYSTEMS, _chi2_pvalue, _grid, _log_target, _replicated
+from test_unit_gauss import _systems as _unit_gauss_systems
 from test_walk_gibbs import ALPHA, CODE, _assert_far_from_gaussian, _assert_moved, _case, _grid_draws, _ks, _unit_logl
 
 
@@ -380,23 +381,11 @@ def test_carried_update_with_mixed_variances_leaves_the_joint_posterior_invarian
 
 # -- per-unit precisions of the compiled maps ---------------------------------------------------
 
-def test_transport_with_per_unit_precisions_equals_the_dense_solves():
-    # precision (U, k): unit u's P_u = Q_u + diag(p_u); the map and its inverse against NumPy's
-    # dense Cholesky factorization and solves (5 x 5 well-conditioned systems: a few ulps), and
-    # (1, k) the same as (k,); any other shape is an error
-    rng = np.random.default_rng(38)
-    U, k = 7, 5
-    A = rng.standard_normal((U, k, 2))
-    Q = A @ np.swapaxes(A, 1, 2)                                  # rank 2: singular without the prior
-    b, xi = rng.standard_normal((U, k)), rng.standard_normal((U, k))
-    p = np.exp(rng.standard_normal((U, k)))
-    P = Q + np.eye(k)[None] * p[:, None, :]
-    R = np.linalg.cholesky(P)
-    want = np.linalg.solve(P, b[..., None])[..., 0] + np.einsum("uk,ukl->ul", xi, np.linalg.inv(R))
-    got, logdet = transport(Q, b, xi, p)
-    assert np.allclose(got, want, rtol=1e-12, atol=1e-12)
-    assert logdet == pytest.approx(0.5 * np.linalg.slogdet(P)[1].sum(), rel=1e-12)
-    assert np.allclose(transport_coordinates(Q, b, got, p), xi, rtol=1e-12, atol=1e-12)
+def test_transport_takes_one_row_of_precisions_or_one_per_unit():
+    # precision (U, k) is checked against NumPy's dense solves in test_unit_gauss; here (1, k)
+    # is the same as (k,), the rows of a (U, k) are used, and any other shape is an error
+    Q, b, xi, p = _unit_gauss_systems(rank=2, per_unit=True)
+    got, _ = transport(Q, b, xi, p)
     one, one_logdet = transport(Q, b, xi, p[:1])
     flat, flat_logdet = transport(Q, b, xi, p[0])
     assert np.array_equal(one, flat) and one_logdet == flat_logdet
