@@ -13,7 +13,7 @@ from scipy import special, stats
 
 from census_helpers import random_frame
 from privinfer.census import hierarchy_measurements, hierarchy_model, start_point
-from privinfer.census.model import CARRY_ROWS
+from privinfer.census.model import CARRY_ROWS, QUANTILE_CARRY
 from privinfer.inference import gls_estimate
 from privinfer.pymc import MeasuredPairsGibbs, WalkGibbs
 from privinfer.pymc.walk import carried_pairs
@@ -121,11 +121,13 @@ def test_walk_gibbs_tunes_its_slice_widths_during_warm_up_only():
     assert walk.n_tunes == 0 and np.all(walk.width == SLICE_WIDTH) and np.all(walk.carry_width == CARRY_WIDTH)
 
 
-def test_walk_gibbs_carries_the_cells_and_keeps_every_tract_total():
+@pytest.mark.parametrize("quantile_carry", [None, 20.0, 1e9])
+def test_walk_gibbs_carries_the_cells_and_keeps_every_tract_total(quantile_carry):
     # the carried update moves the cells with the walk: a WalkGibbs step returns new cells on
-    # the fibre with every tract's total unchanged (the shifts sum to zero within a tract)
+    # the fibre with every tract's total unchanged (the shifts sum to zero within a tract);
+    # quantile_carry: no cell, the small ones, or every cell moved by the quantile map
     f, rel = small_release()
-    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs")
+    model = hierarchy_model(rel, smooth="age", walk_steps="gibbs", quantile_carry=quantile_carry)
     tract = pd.factorize(f["tract"])[0]
     with model:
         walk = WalkGibbs(rng=np.random.default_rng(2))
@@ -516,6 +518,14 @@ def test_middle_levels_walk_is_registered_with_what_it_departs_from():
     tract_size = np.maximum(np.bincount(hier.leaf_unit, weights=gls_estimate(rel).x), 1.0)
     np.testing.assert_allclose(tract_walk.sizes, tract_size)
     np.testing.assert_allclose(county_walk.sizes, np.bincount(county, weights=tract_size))
+    # the tracts' carried update moves their cells estimated under QUANTILE_CARRY by quantiles
+    np.testing.assert_array_equal(tract_walk.lump, gls_estimate(rel).x < QUANTILE_CARRY)
+    assert 0 < tract_walk.lump.sum() < tract_walk.lump.size and county_walk.lump is None
+    off = hierarchy_model(rel, smooth="age", smooth_levels="all", walk_steps="gibbs", quantile_carry=None)
+    assert model_registry(off)["walks"]["step_tract_age"].lump is None
+    for bad in (0.0, -3.0, np.inf, "20", True, [20.0]):
+        with pytest.raises(ValueError, match="^quantile_carry must be None or a finite count > 0$"):
+            hierarchy_model(rel, smooth="age", walk_steps="gibbs", quantile_carry=bad)
     names = ["log_profile_county", "step_scale_age", "step_tract_age", "step_scale_county_age", "step_county_age"]
     v = dict(zip(names, _values(model, point, [model[n] for n in names])))
     b_tract, b_county = _values(model, point, [tract_walk.base, county_walk.base])

@@ -680,6 +680,11 @@ def test_register_walk_refuses_bad_carry_fractions():
         for bad in (np.array([3.0, 0.0]), np.array([3.0, np.nan]), np.ones(3)):
             with pytest.raises(ValueError, match="^sizes must be 2 finite positive numbers, one per unit$"):
                 register_walk(**kw, carry=np.full(6, 0.5), sizes=bad)
+        with pytest.raises(ValueError, match="^lump needs carry fractions"):
+            register_walk(**kw, lump=np.ones(6, dtype=bool))
+        for bad in (np.ones(5, dtype=bool), np.ones(6)):
+            with pytest.raises(ValueError, match="^lump must be 6 booleans, one per cell$"):
+                register_walk(**kw, carry=np.full(6, 0.5), lump=bad)
 
 
 def test_register_walk_refuses_bad_members():

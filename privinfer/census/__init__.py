@@ -19,10 +19,10 @@ measurements (the 2020 Census design), and models and baselines that use the hie
 
 from .measurements import frame_counts, hierarchy_from_frame, hierarchy_measurements
 from .derived import derived_draws, derived_summary, posterior_summary, unit_sums
-from .model import GIBBS_UNITS, SMOOTH_LEVEL_UNITS, hierarchy_model, start_point
+from .model import GIBBS_UNITS, QUANTILE_CARRY, SMOOTH_LEVEL_UNITS, hierarchy_model, start_point
 from .tracts import AGE_GROUPS, SEXES, read_tract_table, synthetic_tracts, synthetic_tracts_from_counties
 
 __all__ = ["hierarchy_measurements", "hierarchy_from_frame", "frame_counts", "hierarchy_model", "start_point",
            "unit_sums", "derived_draws", "derived_summary", "posterior_summary", "synthetic_tracts",
            "synthetic_tracts_from_counties", "read_tract_table", "SEXES", "AGE_GROUPS", "GIBBS_UNITS",
-           "SMOOTH_LEVEL_UNITS"]
+           "SMOOTH_LEVEL_UNITS", "QUANTILE_CARRY"]

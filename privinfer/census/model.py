@@ -113,7 +113,10 @@ the tracts' departures are conditionally independent up to their sum-to-zero con
 pairs of sibling tracts are updated at once by independence Metropolis--Hastings moves from the
 Laplace approximation of their exact conditional, then moved again with the cells carried along
 (each cell shifted with its conditional mean by the weight :math:`v_m/(v_m + \hat x)` of the
-prior in it, ``v_m`` its GLS variance; :mod:`privinfer.pymc.walk_carry`), and the step scales by
+prior in it, ``v_m`` its GLS variance; :mod:`privinfer.pymc.walk_carry`; a tract's cells
+estimated under ``quantile_carry`` instead lumped, their sum shifted and the cells themselves
+following the Dirichlet-multinomial's quantile map, so a cell at 0 stays at 0 as its expected
+count falls), and the step scales by
 an exact generalized inverse Gaussian draw interwoven with a transport slice update (slice
 sampled on the cells' quadratic expansions, each scale's proposal then accepted or refused by
 the exact target: delayed acceptance, exact); NUTS for
@@ -159,7 +162,8 @@ from ..pymc import (DirichletMultinomialCells, Rescaled, increments_from_steps, 
 from .ages import category_midpoints
 from .starts import start_departures, start_overdispersion, start_profile
 
-__all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS", "SMOOTH_LEVEL_UNITS", "CELL_EFFECTS_OVERDISPERSION"]
+__all__ = ["hierarchy_model", "start_point", "GIBBS_UNITS", "SMOOTH_LEVEL_UNITS", "CELL_EFFECTS_OVERDISPERSION",
+           "QUANTILE_CARRY"]
 
 #: ``hierarchy_model(walk_steps="auto")`` samples the walk with WalkGibbs from this many
 #: lowest-level units on (NUTS below; see ``walk_steps``).  Measured on Kentucky tracts with the
@@ -194,6 +198,11 @@ CARRY_ROWS = 8
 #: The overdispersion :math:`\phi` fixed by ``overdispersion="auto"`` when the cell effects are
 #: on (module docstring: learned beside them, the two make a ridge).
 CELL_EFFECTS_OVERDISPERSION = 0.001
+
+#: ``hierarchy_model(quantile_carry=...)``'s default: the lowest units' cells whose GLS estimate
+#: is under this count are moved in the walk's carried update by the Dirichlet-multinomial's
+#: quantile map (:mod:`privinfer.pymc.walk_carry`, "Small cells").
+QUANTILE_CARRY = 20.0
 
 
 def _checked(release):
@@ -582,6 +591,17 @@ def _checked_tails(walk_tails, by: str = "unit"):
     return None if walk_tails is None else (float(walk_tails), by)
 
 
+def _checked_quantile_carry(quantile_carry):
+    """``hierarchy_model``'s ``quantile_carry`` (None or a finite number > 0) as a float, else a
+    one-line error."""
+    if quantile_carry is None:
+        return None
+    if (isinstance(quantile_carry, (str, bytes, bool)) or not np.isscalar(quantile_carry)
+            or not (np.isfinite(quantile_carry) and quantile_carry > 0)):
+        raise ValueError("quantile_carry must be None or a finite count > 0")
+    return float(quantile_carry)
+
+
 def _checked_options(hier, walk_steps, walk_order, cell_effects, **positive):
     """``walk_steps`` and ``overdispersion`` resolved (``"auto"``: ``"gibbs"`` from
     :data:`GIBBS_UNITS` lowest-level units on; None, or :data:`CELL_EFFECTS_OVERDISPERSION` with
@@ -622,7 +642,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
                     step_prior: float = 0.3, overdispersion="auto", walk_steps: str = "auto",
                     walk_order: int = 2, cell_effects: bool = False, cell_effect_prior: float = 0.3,
                     smooth_positions="auto", smooth_levels: str = "auto", walk_tails=None,
-                    walk_tails_by: str = "unit") -> pm.Model:
+                    walk_tails_by: str = "unit", quantile_carry=QUANTILE_CARRY) -> pm.Model:
     """The hierarchical model of the cells ``x`` of a hierarchy release (module docstring).
 
     Parameters
@@ -655,21 +675,20 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         aged 65+ pulled 1% of their departure toward the county, covered 0.87-0.89 at 90%,
         against 7% and 0.83 with order 1, same cell RMSE); 1: a first-order random walk.
     walk_tails, walk_tails_by
-        None (default): normal walk increments; :math:`\\nu > 0`: t increments, a multiplier
-        :math:`\\lambda \\sim \\mathrm{InvGamma}(\\nu/2, \\nu/2)` of each lowest unit's prior variance
-        (``"unit"``) or of each of its increments' (``"increment"``), ``step_mix_<leaf level>``.
+        None (default): normal increments; :math:`\\nu > 0`: t increments, a prior variance multiplier
+        ``step_mix_<leaf level>`` ~ InvGamma(nu/2, nu/2) per lowest unit (``"unit"``) or per increment.
+    quantile_carry
+        cells estimated under this count move by their quantiles in the walk's carried update
+        (module docstring, "Sampling"; default :data:`QUANTILE_CARRY`); None: translated.
     overdispersion
         ``None``: :math:`\\phi` learned, half-normal prior with scale 0.3; a number > 0:
         :math:`\\phi` fixed at it; ``"auto"`` (default): learned, or with ``cell_effects``
         fixed at :data:`CELL_EFFECTS_OVERDISPERSION`.
     cell_effects
-        True: every lowest-level cell's log profile also gets an independent effect
-        :math:`\\epsilon_{u,i} \\sim N(0, \\omega^2)`, :math:`\\omega \\sim
-        \\mathrm{HalfNormal}(s_\\omega)` (``cell_effect``, entered less their siblings' mean, and
-        ``cell_effect_scale``, both sampled by :class:`~privinfer.pymc.CellEffectsGibbs`;
-        module docstring): departures of a relative size that does not shrink with the cell's
-        share, which the Dirichlet-multinomial's cannot give.  Off by default (measurements:
-        module docstring).
+        True: every lowest-level cell's log profile also gets an independent effect (``cell_effect``,
+        less its siblings' mean; scale ``cell_effect_scale``; both by
+        :class:`~privinfer.pymc.CellEffectsGibbs`; module docstring): departures whose relative size
+        does not shrink with the cell's share.  Off by default.
     cell_effect_prior
         the scale :math:`s_\\omega` of :math:`\\omega`'s half-normal prior.
     walk_steps
@@ -695,7 +714,7 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
         mech.hierarchy, walk_steps, walk_order, cell_effects, profile_scale=profile_scale, scale_prior=scale_prior,
         step_prior=step_prior, cell_effect_prior=cell_effect_prior, overdispersion=overdispersion)
     hier = mech.hierarchy
-    tails = _checked_tails(walk_tails, walk_tails_by)
+    tails, quantile_carry = _checked_tails(walk_tails, walk_tails_by), _checked_quantile_carry(quantile_carry)
     axis = _smooth_axis(hier, smooth)
     est = gls_estimate(release)
     x0 = start_point(release, est)
@@ -716,7 +735,8 @@ def hierarchy_model(release, *, profile_scale: float = 3.0, scale_prior: float =
             register_cell_effects(effects=eps[0], scale=eps[1], prior_scale=float(cell_effect_prior), eta=eta,
                                   kappa=kappa, latent=x, grid=hier.leaf_order(), groups=_groups(hier))
         if walk_steps == "gibbs":
-            _register_walks(hier, parts, base, walk, eps, kappa, x, float(step_prior), walk_order, est)
+            _register_walks(hier, parts, base, walk, eps, kappa, x, float(step_prior), walk_order, est,
+                            quantile_carry)
     return model
 
 
@@ -741,13 +761,15 @@ def _middle(hier, axis, levels, est, centred: bool, order: int, step_prior: floa
     return axis, lambda l: _smooth_departures(hier, axis, step_prior, est, centred, order, positions, level=l)
 
 
-def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, order: int, est):
+def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, order: int, est, quantile_carry=None):
     """Every smooth departure for :class:`~privinfer.pymc.WalkGibbs`: the lowest units' (departing
     from ``base``, their parents' profiles, plus the cell effects) and each middle level's
     (rows: the lowest units, each departing from its log profile without that walk,
     :func:`_leaf_sum`; members: the lowest units' ancestors at that level; the carried update for
     the units of at most :data:`CARRY_ROWS` lowest units only).  Every carried update pairs
-    units of similar size (``sizes``: their GLS totals, fixed data)."""
+    units of similar size (``sizes``: their GLS totals, fixed data); the lowest units' carried
+    update moves the cells whose GLS estimate is under ``quantile_carry`` by their quantiles
+    (``lump``, fixed data; None: none)."""
     effects = 0.0 if eps is None else eps[2]
     carry = _carry_fractions(est)
     leaf_sizes = np.maximum(np.bincount(hier.leaf_unit, weights=np.asarray(est.x, dtype=float),
@@ -756,7 +778,8 @@ def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, o
         _, step, raw, w, code, spacing, mix = walk
         register_walk(scales=step, increments=raw, prior_scale=step_prior, base=base + effects, kappa=kappa,
                       weights=w, latent=x, grid=hier.leaf_order(), code=code, groups=_groups(hier),
-                      carry=carry, order=order, spacing=spacing, sizes=leaf_sizes, mix=mix)
+                      carry=carry, order=order, spacing=spacing, sizes=leaf_sizes, mix=mix,
+                      lump=None if quantile_carry is None else np.asarray(est.x, dtype=float) < quantile_carry)
     tracts = walk[0] if walk is not None else 0.0
     for l, _, mid in parts:
         if mid is None:

@@ -131,7 +131,7 @@ SCALE_CARRY = 0
 
 def register_walk(*, scales, increments, prior_scale: float, base, kappa, weights, latent, grid, code,
                   groups=None, exponents=None, carry=None, order: int = 1, spacing=None, members=None,
-                  carry_units=None, sizes=None, mix=None, model=None) -> WalkInfo:
+                  carry_units=None, sizes=None, mix=None, lump=None, model=None) -> WalkInfo:
     r"""Record a random-walk departure (module docstring) so that ``pm.sample()`` samples its
     step scales and increments with :class:`WalkGibbs`.
 
@@ -157,18 +157,16 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         (0..K-1) of every column.
     members
         ``(R,)`` the unit (0..U-1) of every row of ``grid``: a unit's departure enters all its
-        rows (a county's walk enters each of its tracts' cells, with each tract's own base);
-        every unit needs a row.  None (default): ``R = U``, row ``u`` is unit ``u``.
-        :class:`WalkGibbs` updates such a walk's scales by ``scale_update="unit_transport"``
-        (for ``"transport"``) or ``"noncentred"``; its carried update (with ``carry``) moves a
-        unit's walk with the cells of all its rows.
+        rows (a county's walk, each of its tracts' cells, with each tract's own base); every unit
+        needs a row.  None (default): ``R = U``, row ``u`` is unit ``u``.  :class:`WalkGibbs`
+        updates such a walk's scales by the unit transport (or ``"noncentred"``); its carried
+        update moves a unit's walk with the cells of all its rows.
     groups
         ``(U,)`` sibling group of every unit (the increments are centred within groups), or None.
     exponents
         ``(U, K-1)`` constants in [0, 1]: the partial non-centring of the scales' second update
         (:func:`~privinfer.pymc.walk_kernel.scale_update_noncentred`), ideally
-        :math:`1/(1 + \sigma^2 I)` with ``I`` the information about each increment; None: 1
-        (non-centred).
+        :math:`1/(1 + \sigma^2 I)`, ``I`` the information about each increment; None: 1.
     carry
         ``(n,)`` carry fractions in [0, 1] of the latent's cells, ideally :math:`v_m/(v_m + v_p)`
         (the cell's measurement variance against its prior variance): :class:`WalkGibbs` then
@@ -182,9 +180,8 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         units differ in how much the carried update is worth against its cost (a county of two
         tracts against one of 190).  None: every unit.  Needs ``carry``.
     sizes
-        ``(U,)`` positive sizes of the units, fixed (their estimated totals, not the chain's
-        state): the carried update pairs near neighbours in size, and moves the pairs of small units
-        along every direction (module docstring, step 2).  None: uniform matchings.  Needs ``carry``.
+        ``(U,)`` fixed positive sizes (estimated totals): the carried update pairs near neighbours
+        in size, moving small units' pairs along every direction.  None: uniform.  Needs ``carry``.
     order
         1 (default): the increments are the steps between neighbouring categories (a random
         walk); 2: their cumulative sums are (a second-order random walk, whose increments
@@ -200,6 +197,9 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         prior ``pm.InverseGamma(alpha=nu/2, beta=nu/2)`` (log transformed): t increments
         (:mod:`~privinfer.pymc.walk_kernel`, "Mixed prior variances"), drawn exactly by
         :class:`WalkGibbs` (its ``"transport"`` then ``"unit_transport"``).  None: all 1.
+    lump
+        ``(n,)`` booleans, fixed: the small cells the carried update moves by their quantiles
+        (:mod:`privinfer.pymc.walk_carry`, "Small cells").  None: none.  Needs ``carry``.
     """
     model = pm.modelcontext(model)
     grid = np.asarray(grid, dtype=np.int64)
@@ -217,7 +217,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
             raise ValueError("exponents must be a (units, K-1) array in [0, 1]")
     spacing = _checked_spacing(order, spacing, K1)
     groups, carry, carry_units, sizes = _checked_units(groups, carry, carry_units, sizes, U, grid.size)
-    mix_dof = None if mix is None else _checked_mix_var(mix, U, K1)
+    mix_dof, lump = None if mix is None else _checked_mix_var(mix, U, K1), _checked_lump(lump, carry, grid.size)
     dof, scale = scale_prior(scales)
     if not np.isclose(scale, float(prior_scale), rtol=1e-9, atol=0.0):
         raise ValueError(f"prior_scale={float(prior_scale):g} differs from the scale {scale:g} of the prior of "
@@ -226,7 +226,7 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
                     groups=groups, exponents=exponents, carry=carry, order=int(order),
                     spacing=spacing, members=members, carry_units=carry_units, sizes=sizes,
-                    mix=None if mix is None else mix.name, mix_dof=mix_dof)
+                    mix=None if mix is None else mix.name, mix_dof=mix_dof, lump=lump)
     _record(model, info, [scales, increments] + ([] if mix is None else [mix]))
     return info
 
@@ -280,6 +280,18 @@ def _checked_units(groups, carry, carry_units, sizes, U: int, n: int):
         if sizes.shape != (U,) or not np.all(np.isfinite(sizes) & (sizes > 0)):
             raise ValueError(f"sizes must be {U} finite positive numbers, one per unit")
     return groups, carry, carry_units, sizes
+
+
+def _checked_lump(lump, carry, n: int):
+    """``register_walk``'s ``lump``: ``(n,)`` booleans, with ``carry`` only, or a one-line error."""
+    if lump is None:
+        return None
+    lump = np.asarray(lump)
+    if carry is None:
+        raise ValueError("lump needs carry fractions (carry=...): it shapes the carried update")
+    if lump.shape != (n,) or lump.dtype != bool:
+        raise ValueError(f"lump must be {n} booleans, one per cell")
+    return lump
 
 
 def _n_units(increments) -> int:
@@ -625,7 +637,7 @@ class WalkGibbs(ArrayStepShared):
                                       delta=delta, sigma=sigma, kappa=kappa, carry=info.carry, row_ptr=rows.row_ptr,
                                       rows=rows.rows, w=rows.w, directions=self._carry_dirs, widths=self.carry_width,
                                       walk_order=info.order, spacing=info.spacing, per_pair=per_pair,
-                                      steps=self.slice_steps, members=info.members, mix=mix)
+                                      steps=self.slice_steps, members=info.members, mix=mix, lump=info.lump)
         if self.tune:
             self.carry_width = self._running_mean(self.carry_width, moved, CARRY_WIDTH)
         return evals
