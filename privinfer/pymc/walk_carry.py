@@ -540,11 +540,10 @@ def _rows_shifts(eta, members, grid, code, worder, hs, base, N, r, rsum, out, th
 
 @numba.njit(cache=True)
 def _rows_density(eta, members, grid, code, worder, hs, base, kappa, N, lay, xi, x, res, row_ptr, rows, w, acc,
-                  mark, touched, lfact):
+                  mark, touched, lfact, theta, level, wk):
     r"""Every row's Dirichlet-multinomial at the cells :math:`\xi + h(\theta(\eta))` plus the
     change of the measurement term from the current cells ``x`` (residuals ``res``); -inf when
-    a cell is negative."""
-    theta, level, wk = _work(grid.shape[1], eta.shape[1], lfact.size)
+    a cell is negative.  ``theta, level, wk``: work buffers (:func:`_work`)."""
     out = 0.0
     n_touched = 0
     for m in range(grid.shape[0]):
@@ -622,6 +621,7 @@ class CarriedCells:
         self._meas = (row_ptr, rows, w)
         self._kappa = float(kappa)
         self._lfact = gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0)
+        self._density_work = _work(d, K1, self._lfact.size)
         self._work = (np.empty(d), np.empty(K1 + 1), np.empty(d, dtype=np.int64), np.empty(d), np.empty(d))
         self._acc = (np.zeros(res.size), np.zeros(res.size, dtype=np.bool_), np.empty(res.size, dtype=np.int64))
         self.xi = np.asarray(x, dtype=np.int64)[grid] - self._shifts(eta)
@@ -636,7 +636,7 @@ class CarriedCells:
         r""":math:`L(\eta)` (class docstring) at centred increments ``eta`` ``(U, K-1)``."""
         eta = np.ascontiguousarray(eta, dtype=float)
         return float(_rows_density(eta, *self._static, self._kappa, self._rows[0], self._layout, self.xi, self.x,
-                                   self.res, *self._meas, *self._acc, self._lfact))
+                                   self.res, *self._meas, *self._acc, self._lfact, *self._density_work))
 
     def cells_at(self, eta) -> np.ndarray:
         r"""Every row's cells :math:`\xi_m + h_m(\theta_m(\eta))` ``(R, d)`` at the increments
