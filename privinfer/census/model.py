@@ -580,13 +580,17 @@ def _groups(hier):
     return np.asarray(hier.parent[-1], dtype=np.int64) if hier.depth >= 2 else None
 
 
+def _positive_number(v) -> bool:
+    """Whether ``v`` is a finite real number > 0 (not a string or a bool)."""
+    return not isinstance(v, (str, bytes, bool)) and np.isscalar(v) and bool(np.isfinite(v)) and v > 0
+
+
 def _checked_tails(walk_tails, by: str = "unit"):
     """``hierarchy_model``'s ``walk_tails`` (None or a finite number > 0) and ``walk_tails_by``
     (``"unit"`` or ``"increment"``) as :func:`_smooth_departures`'s ``tails``, else a one-line error."""
     if not (isinstance(by, str) and by in ("unit", "increment")):
         raise ValueError("walk_tails_by must be 'unit' or 'increment'")
-    if walk_tails is not None and (isinstance(walk_tails, (str, bytes, bool)) or not np.isscalar(walk_tails)
-                                   or not (np.isfinite(walk_tails) and walk_tails > 0)):
+    if walk_tails is not None and not _positive_number(walk_tails):
         raise ValueError("walk_tails must be None or a finite number > 0 (the degrees of freedom)")
     return None if walk_tails is None else (float(walk_tails), by)
 
@@ -596,8 +600,7 @@ def _checked_quantile_carry(quantile_carry):
     one-line error."""
     if quantile_carry is None:
         return None
-    if (isinstance(quantile_carry, (str, bytes, bool)) or not np.isscalar(quantile_carry)
-            or not (np.isfinite(quantile_carry) and quantile_carry > 0)):
+    if not _positive_number(quantile_carry):
         raise ValueError("quantile_carry must be None or a finite count > 0")
     return float(quantile_carry)
 
@@ -618,7 +621,7 @@ def _checked_options(hier, walk_steps, walk_order, cell_effects, **positive):
     for name, v in positive.items():
         if v is None and name == "overdispersion":
             continue
-        if isinstance(v, (str, bytes, bool)) or not (np.isscalar(v) and np.isfinite(v) and v > 0):
+        if not _positive_number(v):
             raise ValueError(f"{name} must be a finite number > 0")
     if walk_steps == "auto":
         walk_steps = "gibbs" if hier.n_units(hier.depth - 1) >= GIBBS_UNITS else "nuts"
