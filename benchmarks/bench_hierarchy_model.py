@@ -63,7 +63,17 @@ under ``C`` moved in the walk's carried update by the Dirichlet-multinomial's qu
 default chain seed and seed 11, 20 against 0: cells max R-hat 1.054 / 1.081 against 1.083 / 1.086,
 min bulk ESS 34 / 25 against 20 / 21, cells above R-hat 1.05: 2 / 7 against 16 / 16; the
 zero-touching shares 65+ min ESS 45 / 39 against 10 / 13; RMSE and coverage unchanged; 1,162 s
-(seed 11) against 1,007 s, a tract-walk iteration 0.91 s against 0.84 s.
+(seed 11) against 1,007 s, a tract-walk iteration 0.91 s against 0.84 s.  50 against 20: 1.045 /
+1.108, min ESS 39 / 13, above 1.05: 0 / 23 (the 772-person tract 21111008800 on seed 11); 1,277 s
+against 1,162 s on seed 11, both alone: better on one seed, worse on the other, and dearer.
+
+The line "cells by their tract's size" gives the cells' worst R-hat and ESS per class of tract
+size.  In six runs of the default budget (two chain seeds; ``--quantile-carry`` 0, 20 and 50;
+each tract's learned slowest direction added to the carried update) the slowest cells were each
+time in the 35 tracts of under half the median size, the smallest or second smallest of their
+county: min bulk ESS 9-39 there, 33-70 in the tracts of 0.5 to 1 times the median, 67-140 in the
+larger ones.  The tail's size varies by chain seed as much as by any of these changes (1.045 to
+1.108 for the same model), so a change to the sampler needs two seeds or more to be judged.
 
 Run: ``python benchmarks/bench_hierarchy_model.py [--table tracts|counties] [--counties N] [--draws 500]
 [--tune 500] [--mode NUMBA] [--walk-steps auto|gibbs|nuts] [--save PATH]``
@@ -305,6 +315,7 @@ def main(argv=None):
         print(f"cell effects: scale omega {float(np.median(idata.posterior['cell_effect_scale'])):.3f} (median); "
               f"the effects' max R-hat {np.nanmax(rh_e):.3f}, min bulk ESS {np.nanmin(ess_e):.0f}")
     print_worst_cells(frame, geography, ATTRIBUTES, rhat_x, ess_x, pm_mean)
+    print_slow_by_size(frame, geography, rhat_x, ess_x, pm_mean)
     print_slow_by_zeros(draws, A, share["ess_bulk"].to_numpy(), geography[-1])
     print_mix(idata, share["ess_bulk"].to_numpy())
     iid = independent_floor(args.chains, args.draws, mech.n, args.seed)
@@ -328,6 +339,35 @@ def print_worst_cells(frame, geography, attributes, rhat, ess, mean, k: int = 5)
     top = ", ".join(f"{u} {c}" for u, c in sorted(zip(units, counts), key=lambda uc: -uc[1])[:5])
     print(f"cells with R-hat > 1.05: {int(slow.sum())} in {units.size} of {np.unique(unit).size} "
           f"{geography[-1]} units" + (f" (most: {top})" if units.size else ""))
+
+
+def print_slow_by_size(frame, geography, rhat, ess, mean, cuts=(0.5, 1.0)):
+    """The cells' max R-hat and min bulk ESS per class of their lowest-level unit's size (its
+    posterior mean total over the median unit's, split at ``cuts``), and over the units that are
+    the smallest of their parent.  On all Kentucky tracts (2 x (200 + 400)) the slowest cells
+    were in the 35 tracts of under half the median (772 to 1,930 people) in each of 6 runs (two
+    chain seeds; quantile_carry 20 and 50; without lumps; with learned directions), each time the
+    smallest or the second smallest tract of its county: there the min bulk ESS was 9-39, against
+    33-70 for the tracts of 0.5 to 1 times the median and 67-140 for the larger ones."""
+    unit = pd.factorize(frame[geography[-1]])[0]
+    total = np.bincount(unit, weights=mean)
+    rel_size = total / np.median(total)
+    worst_rh = np.full(total.size, -np.inf)
+    np.maximum.at(worst_rh, unit, np.nan_to_num(rhat, nan=-np.inf))
+    worst_ess = np.full(total.size, np.inf)
+    np.minimum.at(worst_ess, unit, np.nan_to_num(ess, nan=np.inf))
+    classes = []
+    edges = (0.0, *cuts, np.inf)
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        classes.append((f"{lo:g} to {hi:g}" if np.isfinite(hi) else f"{lo:g} or more", (rel_size >= lo) & (rel_size < hi)))
+    if len(geography) > 1:
+        parent = pd.factorize(frame[geography[-2]])[0][np.unique(unit, return_index=True)[1]]
+        smallest = np.full(parent.max() + 1, np.inf)
+        np.minimum.at(smallest, parent, total)
+        classes.append((f"the smallest of their {geography[-2]}", total == smallest[parent]))
+    print(f"cells by their {geography[-1]}'s size (total over the median {geography[-1]}'s): " + "; ".join(
+        f"{name}: {int(m.sum())} {geography[-1]} units, max R-hat {worst_rh[m].max():.3f}, min bulk ESS "
+        f"{worst_ess[m].min():.0f}" for name, m in classes if m.any()))
 
 
 def print_slow_by_zeros(draws, A, ess, level: str, cuts=(0.1, 0.5)):
