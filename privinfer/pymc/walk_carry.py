@@ -422,7 +422,13 @@ def carry_directions(K1: int, order: int = 1) -> np.ndarray:
     fixed after the warm-up; on the 772-person tract 21111008800 such a function of 150 warm-up
     iterations had a correlation of 0.6-0.8 with its people 65+, whose bulk ESS was 9), default
     chain seed, with the small cells' quantile map: the cells' max R-hat 1.188 against 1.054, min
-    bulk ESS 9 against 34 (that tract), 18% more evaluations; left out."""
+    bulk ESS 9 against 34 (that tract), 18% more evaluations; left out.  Why, measured at a
+    posterior draw (one carried update repeated from the same state, per move the change of that
+    tract's fitted people 65+, whose posterior sd is 28): along its slowest direction the update
+    moves them by sd 8.9 with its partner (the second smallest tract of the county) and 13.5
+    with the tract alone (not a valid move of centred increments; the partner's own conditional
+    is what narrows the pair's), and along the split at 65 by 0.5 (the step scales at those ages
+    are near 0.007: an old tract's 65+ cells move through the slopes of younger ages)."""
     eye = np.eye(K1)
     if order != 2:
         return eye
