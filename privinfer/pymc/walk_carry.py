@@ -428,7 +428,7 @@ def carry_directions(K1: int, order: int = 1) -> np.ndarray:
     moves them by sd 8.9 with its partner (the second smallest tract of the county) and 13.5
     with the tract alone (not a valid move of centred increments; the partner's own conditional
     is what narrows the pair's), and along the split at 65 by 0.5 (the step scales at those ages
-    are near 0.007: an old tract's 65+ cells move through the slopes of younger ages)."""
+    are near 0.007: a tract's people 65+ move through the slopes of younger ages)."""
     eye = np.eye(K1)
     if order != 2:
         return eye
