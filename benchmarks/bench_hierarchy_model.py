@@ -142,7 +142,8 @@ import pymc as pm
 from scipy import stats
 
 from privinfer.census import (AGE_GROUPS, QUANTILE_CARRY, derived_draws, derived_summary, frame_counts,
-                              hierarchy_measurements, hierarchy_model, posterior_summary, synthetic_tracts, unit_sums)
+                              hierarchy_measurements, hierarchy_model, posterior_summary, synthetic_tracts,
+                              unit_convergence, unit_sums)
 from privinfer.datasets import load_nhgis_sex_by_age
 from privinfer.inference import gls_estimate, interval_coverage
 from privinfer.pymc import MeasuredPairsGibbs
@@ -315,7 +316,7 @@ def main(argv=None):
         print(f"cell effects: scale omega {float(np.median(idata.posterior['cell_effect_scale'])):.3f} (median); "
               f"the effects' max R-hat {np.nanmax(rh_e):.3f}, min bulk ESS {np.nanmin(ess_e):.0f}")
     print_worst_cells(frame, geography, ATTRIBUTES, rhat_x, ess_x, pm_mean)
-    print_slow_by_size(frame, geography, rhat_x, ess_x, pm_mean)
+    print_slow_by_size(idata, rel, geography)
     print_slow_by_zeros(draws, A, share["ess_bulk"].to_numpy(), geography[-1])
     print_mix(idata, share["ess_bulk"].to_numpy())
     iid = independent_floor(args.chains, args.draws, mech.n, args.seed)
@@ -341,33 +342,25 @@ def print_worst_cells(frame, geography, attributes, rhat, ess, mean, k: int = 5)
           f"{geography[-1]} units" + (f" (most: {top})" if units.size else ""))
 
 
-def print_slow_by_size(frame, geography, rhat, ess, mean, cuts=(0.5, 1.0)):
+def print_slow_by_size(idata, rel, geography, cuts=(0.5, 1.0)):
     """The cells' max R-hat and min bulk ESS per class of their lowest-level unit's size (its
     posterior mean total over the median unit's, split at ``cuts``), and over the units that are
-    the smallest of their parent.  On all Kentucky tracts (2 x (200 + 400)) the slowest cells
-    were in the 35 tracts of under half the median (772 to 1,930 people) in each of 6 runs (two
-    chain seeds; quantile_carry 20 and 50; without lumps; with learned directions), each time the
-    smallest or the second smallest tract of its county: there the min bulk ESS was 9-39, against
-    33-70 for the tracts of 0.5 to 1 times the median and 67-140 for the larger ones."""
-    unit = pd.factorize(frame[geography[-1]])[0]
-    total = np.bincount(unit, weights=mean)
-    rel_size = total / np.median(total)
-    worst_rh = np.full(total.size, -np.inf)
-    np.maximum.at(worst_rh, unit, np.nan_to_num(rhat, nan=-np.inf))
-    worst_ess = np.full(total.size, np.inf)
-    np.minimum.at(worst_ess, unit, np.nan_to_num(ess, nan=np.inf))
-    classes = []
+    the smallest of their parent (``privinfer.census.unit_convergence``).  On all Kentucky tracts
+    (2 x (200 + 400)) the slowest cells were in the 35 tracts of under half the median (772 to
+    1,930 people) in each of 6 runs (two chain seeds; quantile_carry 20 and 50; without lumps;
+    with learned directions), each time the smallest or the second smallest tract of its county:
+    there the min bulk ESS was 9-39, against 33-70 for the tracts of 0.5 to 1 times the median
+    and 67-140 for the larger ones."""
+    conv = unit_convergence(idata, rel, geography[-1])
+    size = conv["relative_size"].to_numpy()
     edges = (0.0, *cuts, np.inf)
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        classes.append((f"{lo:g} to {hi:g}" if np.isfinite(hi) else f"{lo:g} or more", (rel_size >= lo) & (rel_size < hi)))
+    classes = [(f"{lo:g} to {hi:g}" if np.isfinite(hi) else f"{lo:g} or more", (size >= lo) & (size < hi))
+               for lo, hi in zip(edges[:-1], edges[1:])]
     if len(geography) > 1:
-        parent = pd.factorize(frame[geography[-2]])[0][np.unique(unit, return_index=True)[1]]
-        smallest = np.full(parent.max() + 1, np.inf)
-        np.minimum.at(smallest, parent, total)
-        classes.append((f"the smallest of their {geography[-2]}", total == smallest[parent]))
+        classes.append((f"the smallest of their {geography[-2]}", conv["smallest_of_parent"].to_numpy()))
     print(f"cells by their {geography[-1]}'s size (total over the median {geography[-1]}'s): " + "; ".join(
-        f"{name}: {int(m.sum())} {geography[-1]} units, max R-hat {worst_rh[m].max():.3f}, min bulk ESS "
-        f"{worst_ess[m].min():.0f}" for name, m in classes if m.any()))
+        f"{name}: {int(m.sum())} {geography[-1]} units, max R-hat {np.nanmax(conv['r_hat_max'][m]):.3f}, min bulk "
+        f"ESS {np.nanmin(conv['ess_bulk_min'][m]):.0f}" for name, m in classes if m.any()))
 
 
 def print_slow_by_zeros(draws, A, ess, level: str, cuts=(0.1, 0.5)):

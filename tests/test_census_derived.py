@@ -3,11 +3,12 @@
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from census_helpers import random_frame
 from privinfer.census import (derived_draws, derived_summary, frame_counts, hierarchy_measurements,
-                              posterior_summary, unit_sums)
+                              posterior_summary, unit_convergence, unit_sums)
 
 
 def measurements(f):
@@ -113,3 +114,51 @@ def test_derived_summary_refuses_bad_input():
         derived_summary(np.ones((2, 10, n)), A, index=["a"] * (A.shape[1] + 1))
     with pytest.raises(ValueError, match="at least 4 draws"):
         derived_summary(np.ones((2, 3, n)), A)
+
+
+def test_unit_convergence_is_each_units_worst_cell_beside_its_size():
+    import arviz as az
+    f = random_frame(7, counties=4, max_tracts=4)
+    mech = measurements(f)
+    hier = mech.hierarchy
+    x = frame_counts(f)
+    X = _chains_of(x, np.random.default_rng(5), draws=400)
+    # one tract's cells stuck in the second chain at twice their value (R-hat far above 1.01, as
+    # in test_derived_summary_flags_chains_that_disagree), one cell constant over all draws
+    tract = np.asarray(hier.unit_of_cell[2])
+    stuck = int(np.argmax(np.bincount(tract, weights=x)))
+    X[1][:, tract == stuck] = 2 * X[1][:, tract == stuck] + 1
+    const = np.flatnonzero(tract == 0)[0]
+    X[:, :, const] = 3
+    out = unit_convergence(X, mech, "tract")
+    labels = [str(u) for u in hier.unit_labels[2]]
+    assert list(out.index) == labels and out.index.name == "tract"
+    assert list(out.columns) == ["total", "relative_size", "smallest_of_parent", "r_hat_max", "ess_bulk_min",
+                                 "ess_tail_min"]
+    # against ArviZ cell by cell and pandas unit by unit (the constant cell left out)
+    ds = az.convert_to_dataset({"x": X})
+    cells = {"r_hat_max": az.rhat(ds)["x"].values, "ess_bulk_min": az.ess(ds, method="bulk")["x"].values,
+             "ess_tail_min": az.ess(ds, method="tail")["x"].values}
+    for name, v in cells.items():
+        v = v.astype(float)
+        v[const] = np.nan
+        by_unit = pd.Series(v).groupby(tract).max() if name == "r_hat_max" else pd.Series(v).groupby(tract).min()
+        np.testing.assert_allclose(out[name].to_numpy(), by_unit.to_numpy())
+    total = pd.Series(X.mean(axis=(0, 1))).groupby(tract).sum().to_numpy()
+    np.testing.assert_allclose(out["total"], total)
+    np.testing.assert_allclose(out["relative_size"], total / np.median(total))
+    county = np.asarray(hier.parent[2])
+    smallest = pd.Series(total).groupby(county).transform("min").to_numpy()
+    np.testing.assert_array_equal(out["smallest_of_parent"], total == smallest)
+    # the others: iid chains of 400 draws, split R-hat - 1 of order 1/400 per cell, so a unit's
+    # worst over its cells stays far below 1.05 unless the grouping mixed the stuck tract in
+    assert out["r_hat_max"].iloc[stuck] > 1.1 and np.delete(out["r_hat_max"].to_numpy(), stuck).max() < 1.05
+    # the counties, and an InferenceData
+    by_county = unit_convergence(az.from_dict(posterior={"x": X}), mech, "county")
+    assert len(by_county) == hier.n_units(1) and by_county["smallest_of_parent"].sum() == 1
+    with pytest.raises(ValueError, match="unknown level"):
+        unit_convergence(X, mech, "block")
+    with pytest.raises(ValueError, match="the draws hold 5 cells"):
+        unit_convergence(X[:, :, :5], mech, "tract")
+    with pytest.raises(ValueError, match="chains, draws, cells"):
+        unit_convergence(X[0], mech, "tract")
