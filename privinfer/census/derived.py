@@ -56,6 +56,13 @@ def _hierarchy(source):
     raise TypeError("give a hierarchy release, its HierarchyMeasurements or its Hierarchy")
 
 
+def _level(hier, level: str) -> int:
+    """The index of the level named ``level``, or a one-line error naming the levels."""
+    if level not in hier.levels:
+        raise ValueError(f"unknown level {level!r}; the levels are {list(hier.levels)}")
+    return list(hier.levels).index(level)
+
+
 def unit_sums(source, level: str, **categories) -> sp.csc_matrix:
     """``(n, U)`` 0/1 weights: column ``u`` selects the cells of unit ``u`` of ``level`` whose
     attributes lie in the given categories (``age=[...]``, ``sex="female"``; attributes not
@@ -65,9 +72,7 @@ def unit_sums(source, level: str, **categories) -> sp.csc_matrix:
     ``A = unit_sums(rel, "tract", age=OLD)`` and ``B = unit_sums(rel, "tract")``.
     """
     hier = _hierarchy(source)
-    if level not in hier.levels:
-        raise ValueError(f"unknown level {level!r}; the levels are {list(hier.levels)}")
-    lev = list(hier.levels).index(level)
+    lev = _level(hier, level)
     keep = np.ones(hier.n, dtype=bool)
     for name, wanted in categories.items():
         if name not in hier.attributes:
@@ -169,9 +174,7 @@ def unit_convergence(posterior, source, level: str, *, var_name: str = "x"):
     import pandas as pd
 
     hier = _hierarchy(source)
-    if level not in hier.levels:
-        raise ValueError(f"unknown level {level!r}; the levels are {list(hier.levels)}")
-    lev = list(hier.levels).index(level)
+    lev = _level(hier, level)
     X = _checked_chains(_chains(posterior, var_name))
     if X.shape[2] != hier.n:
         raise ValueError(f"the draws hold {X.shape[2]} cells, the hierarchy {hier.n}")
