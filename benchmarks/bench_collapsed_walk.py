@@ -64,7 +64,8 @@ tract (people, share 65+)     sampler     bulk ESS per iteration, 65+ / <18  tim
 integrating the cells out multiplies the ESS of the slowest direction by 2-4 at the same cost.
 In a tract of median size the cells pin the walk down, the alternation is nearly independent
 already, and an independence move (acceptance 0.55) is worse: a collapsed move belongs beside
-the others for the small tracts only.  Its ceiling is its acceptance: a t proposal at the exact
+the others for the small tracts only; ``WalkGibbs`` makes it so, for pairs of sibling tracts
+(``privinfer.pymc.walk_collapse``, ``privinfer.pymc.walk.COLLAPSE_SMALL``).  Its ceiling is its acceptance: a t proposal at the exact
 collapsed mode and curvature (finite differences of the tree's normalizer, 370 s, not usable per
 iteration) gave acceptance 0.59 and 0.72 per iteration on another release of the first tract.
 

@@ -67,6 +67,10 @@ zero-touching shares 65+ min ESS 45 / 39 against 10 / 13; RMSE and coverage unch
 1.108, min ESS 39 / 13, above 1.05: 0 / 23 (the 772-person tract 21111008800 on seed 11); 1,277 s
 against 1,162 s on seed 11, both alone: better on one seed, worse on the other, and dearer.
 
+``--collapse F``: ``WalkGibbs``'s collapsed move of the pairs of tracts both under ``F`` of the
+median size (default ``privinfer.pymc.walk.COLLAPSE_SMALL``, 0.5; 0: off; the measurements are
+written beside that constant).
+
 The line "cells by their tract's size" gives the cells' worst R-hat and ESS per class of tract
 size.  In six runs of the default budget (two chain seeds; ``--quantile-carry`` 0, 20 and 50;
 each tract's learned slowest direction added to the carried update) the slowest cells were each
@@ -147,6 +151,7 @@ from privinfer.census import (AGE_GROUPS, QUANTILE_CARRY, derived_draws, derived
 from privinfer.datasets import load_nhgis_sex_by_age
 from privinfer.inference import gls_estimate, interval_coverage
 from privinfer.pymc import MeasuredPairsGibbs
+from privinfer.pymc import walk as walk_module
 from privinfer.pymc.measured import SWEEPS
 
 ATTRIBUTES = ["sex", "age"]
@@ -210,6 +215,9 @@ def main(argv=None):
     ap.add_argument("--quantile-carry", type=float, default=QUANTILE_CARRY,
                     help="hierarchy_model(quantile_carry=...): cells estimated under this count carried by their "
                          "quantiles (0: none)")
+    ap.add_argument("--collapse", type=float, default=None,
+                    help="WalkGibbs's collapsed move: pairs of tracts both under this fraction of the median size "
+                         "(default privinfer.pymc.walk.COLLAPSE_SMALL; 0: off)")
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
     ap.add_argument("--save", default=None, help="write the posterior (InferenceData, netCDF) to this path")
     args = ap.parse_args(argv)
@@ -232,6 +240,8 @@ def main(argv=None):
                             smooth_levels=args.smooth_levels, walk_tails=args.walk_tails,
                             walk_tails_by=args.walk_tails_by, quantile_carry=args.quantile_carry or None)
     t_build = time.perf_counter() - t0
+    if args.collapse is not None:
+        walk_module.COLLAPSE_SMALL = args.collapse   # read when pm.sample() builds the WalkGibbs steps
     t0 = time.perf_counter()
     with model:
         step = MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)  # the step pm.sample() assigns
@@ -305,7 +315,9 @@ def main(argv=None):
           + (f", carried-update evaluations per iteration {float(ss['walk_carry_evals'].mean()):.0f}"
              if "walk_carry_evals" in ss else "")
           + (f", scale-update evaluations per iteration {float(ss['walk_scale_evals'].mean()):.0f}"
-             f" (proposals accepted {float(ss['walk_scale_accept'].mean()):.2f})" if "walk_scale_evals" in ss else ""))
+             f" (proposals accepted {float(ss['walk_scale_accept'].mean()):.2f})" if "walk_scale_evals" in ss else "")
+          + (f", collapsed moves accepted {float(np.nanmean(ss['walk_collapse_accept'])):.2f}"
+             if "walk_collapse_accept" in ss and np.isfinite(ss['walk_collapse_accept']).any() else ""))
     for name in [v for v in idata.posterior.data_vars if v.startswith("step_scale")]:
         ess_s = az.ess(idata, var_names=[name])[name].values
         print(f"{name}: bulk ESS min {np.min(ess_s):.0f}, median {np.median(ess_s):.0f}; last two "

@@ -1,0 +1,144 @@
+"""The walk's collapsed pair move (privinfer.pymc.walk_collapse): exact invariance of the joint
+posterior of (increment, cells) checked against enumeration, its bookkeeping and its refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privinfer.pymc.walk_collapse import collapse_rows, collapsed_update
+
+from test_walk_carry import KAPPA, M, SIGMA, SYSTEMS, _chi2_pvalue, _exact_draws, _grid, _replicated
+
+ALPHA = 1e-3   # each test's false-alarm rate: the samples are independent, so KS and chi-square are exact
+
+
+def _collapse(rng, st, sigma=SIGMA, mix=None):
+    table = collapse_rows(st["grid"], st["B"].indptr.astype(np.int64), st["B"].indices.astype(np.int64),
+                          st["B"].shape[0])
+    return collapsed_update(rng, st["cells"], st["res"], st["pairs"], grid=st["grid"], code=st["code"],
+                            base=st["base"], eta=st["eta"], delta=st["delta"], sigma=np.array([sigma]), kappa=KAPPA,
+                            w=st["w"], table=table, mix=mix)
+
+
+def test_collapsed_move_leaves_the_joint_posterior_of_increment_and_cells_invariant():
+    # The tiny system of test_walk_carry ("rows"): two sibling units of two cells, the centred
+    # increments s and -s, measured every cell, both unit totals (rows holding all of a unit's
+    # cells) and both category sums (rows holding one cell of each unit: the cells of the pair
+    # are drawn with the other unit's approximate posterior plugged in).  Exact draws of (s, x)
+    # -> one collapsed move of each -> still exact draws: s's marginal (KS against the
+    # enumerated marginal), the cells' pmf over the fibre (chi-square) and their dependence on s
+    # (chi-square of the points given s > 0).  n = 3,000 pairs (one Python move each).
+    n = 3000
+    sysm = SYSTEMS["rows"]
+    rng = np.random.default_rng(11)
+    fibre, grid, w, px, idx, s = _exact_draws(n, rng, sysm)
+    st = _replicated(fibre[idx], s, sysm)
+    x_before = st["cells"].copy()
+    accepted, proposed = _collapse(rng, st)
+    assert proposed == n
+    c = _grid(sysm).size
+    cells = st["cells"].reshape(n, c)
+    s_new = st["eta"].reshape(n, 2)[:, 0]
+    # bookkeeping: the pair keeps its sums, the residuals follow the cells, the units keep their totals
+    assert np.allclose(st["eta"].reshape(n, 2).sum(axis=1), 0.0)
+    assert np.allclose(st["delta"].reshape(n, 2).sum(axis=1), 2 * M)
+    assert np.allclose(st["res"], st["y"] - st["B"] @ st["cells"].astype(float))
+    assert np.array_equal(cells.reshape(n, 2, 2).sum(axis=2), x_before.reshape(n, 2, 2).sum(axis=2))
+    assert cells.min() >= 0
+    # it moves, and far: an independence proposal from the collapsed law (s's sd is 0.5)
+    assert accepted / proposed > 0.5
+    assert np.mean(np.abs(s_new - s)) > 0.3
+    assert (cells != x_before.reshape(n, c)).any(axis=1).mean() > 0.3
+    marg = w.T @ (px / w.sum(axis=1))
+    cdf = np.cumsum(marg)
+    cdf /= cdf[-1]
+    assert stats.kstest(s_new, lambda v: np.interp(v, grid, cdf)).pvalue > ALPHA
+    lookup = {tuple(p): k for k, p in enumerate(fibre)}
+    idx_new = np.array([lookup[tuple(r)] for r in cells])
+    assert _chi2_pvalue(idx_new, px, n) > ALPHA
+    pos = grid > 0
+    p_pos = (w[:, pos].sum(axis=1) / w.sum(axis=1)) * px
+    sel = s_new > 0
+    assert _chi2_pvalue(idx_new[sel], p_pos / p_pos.sum(), int(sel.sum())) > ALPHA
+
+
+def test_a_wrong_target_is_detected():
+    # the same check must fail when the move targets another law: here a step scale twice the
+    # true one (the prior of s wider), so the test above can fail
+    n = 3000
+    sysm = SYSTEMS["rows"]
+    rng = np.random.default_rng(12)
+    fibre, grid, w, px, idx, s = _exact_draws(n, rng, sysm)
+    st = _replicated(fibre[idx], s, sysm)
+    for _ in range(3):
+        _collapse(rng, st, sigma=2 * SIGMA)
+    s_new = st["eta"].reshape(n, 2)[:, 0]
+    marg = w.T @ (px / w.sum(axis=1))
+    cdf = np.cumsum(marg)
+    cdf /= cdf[-1]
+    assert stats.kstest(s_new, lambda v: np.interp(v, grid, cdf)).pvalue < ALPHA
+
+
+def test_rows_holding_part_of_a_unit_are_refused():
+    # the "three" system measures cells 1, 2, 4, 5 together: two of each unit's three cells
+    sysm = SYSTEMS["three"]
+    rng = np.random.default_rng(1)
+    fibre, grid, w, px, idx, s = _exact_draws(2, rng, sysm)
+    st = _replicated(fibre[idx], s, sysm)
+    with pytest.raises(ValueError, match="several but not all"):
+        collapse_rows(st["grid"], st["B"].indptr.astype(np.int64), st["B"].indices.astype(np.int64), st["B"].shape[0])
+
+
+def _tract_model(queries=None, seed=3):
+    from census_helpers import random_frame
+    from privinfer.census import hierarchy_measurements, hierarchy_model
+
+    f = random_frame(seed, counties=3, max_tracts=4)
+    mech = hierarchy_measurements(f, geography=["county", "tract"], attributes=["sex", "age"],
+                                  queries=queries or {"total": (), "sex_age": ("sex", "age")}, rho=0.05)
+    rel = mech.publish(f["count"], rng=seed)
+    return hierarchy_model(rel, smooth="age", walk_steps="gibbs", smooth_levels="all"), rel
+
+
+def test_walk_gibbs_runs_the_collapsed_move_where_the_walk_allows_it():
+    import pymc as pm
+
+    from privinfer.pymc import WalkGibbs
+    from privinfer.pymc.walk import COLLAPSE_SMALL
+
+    model, rel = _tract_model()
+    tract_walk = ["step_scale_age", "step_tract_age"]
+    with model:
+        assert WalkGibbs(vars=[model[n] for n in tract_walk]).collapse == COLLAPSE_SMALL
+        # the counties' walk enters its tracts' rows (members): no collapsed move, and asking is an error
+        county_walk = [model["step_scale_county_age"], model["step_county_age"]]
+        assert WalkGibbs(vars=county_walk).collapse == 0.0
+        with pytest.raises(ValueError, match="^collapse needs the walk"):
+            WalkGibbs(vars=county_walk, collapse=0.5)
+        for bad in (-1.0, np.nan):
+            with pytest.raises(ValueError, match="^collapse must be"):
+                WalkGibbs(vars=[model[n] for n in tract_walk], collapse=bad)
+        # every pair of the matching moved (threshold 10 x the median size): the draws keep the
+        # invariant and the cells stay the lattice's, and the move is taken
+        step = WalkGibbs(vars=[model[n] for n in tract_walk], collapse=10.0)
+        idata = pm.sample(draws=30, tune=10, chains=1, step=[step], random_seed=4, progressbar=False,
+                          compute_convergence_checks=False)
+    x = idata.posterior["x"].values.reshape(-1, idata.posterior["x"].shape[-1])
+    assert np.all(x >= 0)
+    assert np.all(x.sum(axis=1) == x[0].sum())
+    acc = idata.sample_stats["walk_collapse_accept"].values
+    acc = acc[np.isfinite(acc)]
+    assert acc.size > 0 and acc.mean() > 0.05
+
+
+def test_a_margin_of_part_of_a_tract_turns_the_collapsed_move_off():
+    from privinfer.pymc import WalkGibbs
+
+    model, _ = _tract_model({"total": (), "sex": ("sex",), "sex_age": ("sex", "age")})
+    tract_walk = ["step_scale_age", "step_tract_age"]
+    with model:
+        assert WalkGibbs(vars=[model[n] for n in tract_walk]).collapse == 0.0
+        with pytest.raises(ValueError, match="several but not all"):
+            WalkGibbs(vars=[model[n] for n in tract_walk], collapse=0.5)
