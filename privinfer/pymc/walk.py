@@ -132,7 +132,13 @@ CARRY_SMALL = 0.65
 #: half the median), accepted 0.56; the cells' min bulk ESS 37 against 23 (max R-hat 1.060
 #: against 1.057, cells above 1.05: 3 against 6), the tracts' shares 65+ min ESS 25 against 18
 #: and under 18 43 against 25, the parameters' max R-hat 1.079 against 1.096; 787 s against
-#: 676 s (about 20 ms per pair move).  At 0.65 the matching gives about 37 pairs per iteration.
+#: 676 s (about 20 ms per pair move).  Chain seed 11: the cells of tracts under half the median
+#: max R-hat 1.054 and min bulk ESS 42 against 1.089 and 22 (the 780-person 21111008800 no longer
+#: the slowest), all cells 1.076 / 21 against 1.089 / 22 (the slowest now 21049000600, 0.5-1
+#: times the median, which the move does not reach), shares 65+ min ESS 8 against 20 (a tract
+#: the move does not reach either: run-to-run spread), under 18 52 against 29, the parameters'
+#: max R-hat 1.155 against 1.089 (step_scale_age; 1.079 against 1.096 on the default seed).  At
+#: 0.65 the matching gives about 37 pairs per iteration.
 COLLAPSE_SMALL = 0.5
 
 #: The warm-up's exponential average of the log step scales, the reference of the scale
