@@ -178,6 +178,28 @@ def _chi2_pvalue(idx_new, px, n):
     return stats.chisquare(obs, ex).pvalue
 
 
+def _marginal_cdf(w, px):
+    """The enumerated marginal cdf of the increment ``s`` on the grid (:func:`_exact`'s weights)."""
+    cdf = np.cumsum(w.T @ (px / w.sum(axis=1)))
+    return cdf / cdf[-1]
+
+
+def _assert_exact_draws(fibre, grid, w, px, s_new, cells):
+    """``(s_new, cells)`` are exact draws of the enumerated joint law (:func:`_exact`): the
+    increment's marginal (KS), the cells' pmf over the fibre (chi-square) and their dependence on
+    the increment (chi-square of the fibre points given s > 0), each at false-alarm rate ALPHA."""
+    cdf = _marginal_cdf(w, px)
+    assert stats.kstest(s_new, lambda v: np.interp(v, grid, cdf)).pvalue > ALPHA
+    lookup = {tuple(p): k for k, p in enumerate(fibre)}
+    idx_new = np.array([lookup[tuple(r)] for r in cells])
+    assert _chi2_pvalue(idx_new, px, s_new.size) > ALPHA
+    # joint: the fibre points' pmf given s > 0 (exact: the enumerated weights on s > 0)
+    pos = grid > 0
+    p_pos = (w[:, pos].sum(axis=1) / w.sum(axis=1)) * px
+    sel = s_new > 0
+    assert _chi2_pvalue(idx_new[sel], p_pos / p_pos.sum(), int(sel.sum())) > ALPHA
+
+
 @pytest.mark.parametrize("system, steps, widths, directions, lump", [
     ("rows", 40, 0.5, None, None), ("rows", 1, 2.25, None, None), ("members", 40, 0.5, None, None),
     ("rows", 40, 0.5, np.array([[1.0], [-0.5], [2.0]]), None),
@@ -220,18 +242,7 @@ def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invari
         assert changed.any(axis=1).mean() > 0.1
         assert changed[:, :2].any(axis=1).mean() > 0.02 and changed[:, 2:4].any(axis=1).mean() > 0.02
     assert np.mean(np.abs(s_new - s)) > 0.2
-    marg = w.T @ (px / w.sum(axis=1))              # the enumerated marginal density of s on the grid
-    cdf = np.cumsum(marg)
-    cdf /= cdf[-1]
-    assert stats.kstest(s_new, lambda v: np.interp(v, grid, cdf)).pvalue > ALPHA
-    lookup = {tuple(p): k for k, p in enumerate(fibre)}
-    idx_new = np.array([lookup[tuple(r)] for r in cells])
-    assert _chi2_pvalue(idx_new, px, n) > ALPHA
-    # joint: the fibre points' pmf given s > 0 (exact: the enumerated weights on s > 0)
-    pos = grid > 0
-    p_pos = (w[:, pos].sum(axis=1) / w.sum(axis=1)) * px
-    sel = s_new > 0
-    assert _chi2_pvalue(idx_new[sel], p_pos / p_pos.sum(), int(sel.sum())) > ALPHA
+    _assert_exact_draws(fibre, grid, w, px, s_new, cells)
 
 
 def test_carried_update_refuses_a_bad_stepping_out_limit():

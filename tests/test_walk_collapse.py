@@ -9,7 +9,8 @@ from scipy import stats
 
 from privinfer.pymc.walk_collapse import collapse_rows, collapsed_update
 
-from test_walk_carry import KAPPA, M, SIGMA, SYSTEMS, _chi2_pvalue, _exact_draws, _grid, _replicated
+from test_walk_carry import (KAPPA, M, SIGMA, SYSTEMS, _assert_exact_draws, _exact_draws, _grid, _marginal_cdf,
+                             _replicated)
 
 ALPHA = 1e-3   # each test's false-alarm rate: the samples are independent, so KS and chi-square are exact
 
@@ -22,19 +23,24 @@ def _collapse(rng, st, sigma=SIGMA, mix=None):
                             w=st["w"], table=table, mix=mix)
 
 
+def _exact_pairs(n, seed, sysm=SYSTEMS["rows"]):
+    """``n`` exact draws of the tiny system's (s, x) as one problem of ``n`` pairs."""
+    rng = np.random.default_rng(seed)
+    fibre, grid, w, px, idx, s = _exact_draws(n, rng, sysm)
+    return rng, fibre, grid, w, px, s, _replicated(fibre[idx], s, sysm)
+
+
 def test_collapsed_move_leaves_the_joint_posterior_of_increment_and_cells_invariant():
     # The tiny system of test_walk_carry ("rows"): two sibling units of two cells, the centred
     # increments s and -s, measured every cell, both unit totals (rows holding all of a unit's
-    # cells) and both category sums (rows holding one cell of each unit: the cells of the pair
-    # are drawn with the other unit's approximate posterior plugged in).  Exact draws of (s, x)
+    # cells) and both category sums (rows holding one cell of each unit: the second unit's cells
+    # are drawn from their approximate marginals, the first's given them).  Exact draws of (s, x)
     # -> one collapsed move of each -> still exact draws: s's marginal (KS against the
     # enumerated marginal), the cells' pmf over the fibre (chi-square) and their dependence on s
     # (chi-square of the points given s > 0).  n = 3,000 pairs (one Python move each).
     n = 3000
     sysm = SYSTEMS["rows"]
-    rng = np.random.default_rng(11)
-    fibre, grid, w, px, idx, s = _exact_draws(n, rng, sysm)
-    st = _replicated(fibre[idx], s, sysm)
+    rng, fibre, grid, w, px, s, st = _exact_pairs(n, 11)
     x_before = st["cells"].copy()
     accepted, proposed = _collapse(rng, st)
     assert proposed == n
@@ -51,42 +57,24 @@ def test_collapsed_move_leaves_the_joint_posterior_of_increment_and_cells_invari
     assert accepted / proposed > 0.5
     assert np.mean(np.abs(s_new - s)) > 0.3
     assert (cells != x_before.reshape(n, c)).any(axis=1).mean() > 0.3
-    marg = w.T @ (px / w.sum(axis=1))
-    cdf = np.cumsum(marg)
-    cdf /= cdf[-1]
-    assert stats.kstest(s_new, lambda v: np.interp(v, grid, cdf)).pvalue > ALPHA
-    lookup = {tuple(p): k for k, p in enumerate(fibre)}
-    idx_new = np.array([lookup[tuple(r)] for r in cells])
-    assert _chi2_pvalue(idx_new, px, n) > ALPHA
-    pos = grid > 0
-    p_pos = (w[:, pos].sum(axis=1) / w.sum(axis=1)) * px
-    sel = s_new > 0
-    assert _chi2_pvalue(idx_new[sel], p_pos / p_pos.sum(), int(sel.sum())) > ALPHA
+    _assert_exact_draws(fibre, grid, w, px, s_new, cells)
 
 
 def test_a_wrong_target_is_detected():
     # the same check must fail when the move targets another law: here a step scale twice the
     # true one (the prior of s wider), so the test above can fail
     n = 3000
-    sysm = SYSTEMS["rows"]
-    rng = np.random.default_rng(12)
-    fibre, grid, w, px, idx, s = _exact_draws(n, rng, sysm)
-    st = _replicated(fibre[idx], s, sysm)
+    rng, fibre, grid, w, px, s, st = _exact_pairs(n, 12)
     for _ in range(3):
         _collapse(rng, st, sigma=2 * SIGMA)
     s_new = st["eta"].reshape(n, 2)[:, 0]
-    marg = w.T @ (px / w.sum(axis=1))
-    cdf = np.cumsum(marg)
-    cdf /= cdf[-1]
+    cdf = _marginal_cdf(w, px)
     assert stats.kstest(s_new, lambda v: np.interp(v, grid, cdf)).pvalue < ALPHA
 
 
 def test_rows_holding_part_of_a_unit_are_refused():
     # the "three" system measures cells 1, 2, 4, 5 together: two of each unit's three cells
-    sysm = SYSTEMS["three"]
-    rng = np.random.default_rng(1)
-    fibre, grid, w, px, idx, s = _exact_draws(2, rng, sysm)
-    st = _replicated(fibre[idx], s, sysm)
+    st = _exact_pairs(2, 1, SYSTEMS["three"])[-1]
     with pytest.raises(ValueError, match="several but not all"):
         collapse_rows(st["grid"], st["B"].indptr.astype(np.int64), st["B"].indices.astype(np.int64), st["B"].shape[0])
 

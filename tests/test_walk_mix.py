@@ -22,7 +22,7 @@ from test_walk_carry import CODE as CARRY_CODE
 from test_walk_carry import KAPPA as CARRY_KAPPA
 from test_walk_carry import M as CARRY_M
 from test_walk_carry import SIGMA as CARRY_SIGMA
-from test_walk_carry import SYSTEMS, _chi2_pvalue, _grid, _log_target, _replicated
+from test_walk_carry import SYSTEMS, _chi2_pvalue, _grid, _log_target, _marginal_cdf, _replicated
 from test_unit_gauss import _systems as _unit_gauss_systems
 from test_walk_gibbs import ALPHA, CODE, _assert_far_from_gaussian, _assert_moved, _case, _grid_draws, _ks, _unit_logl
 
@@ -346,9 +346,7 @@ def test_carried_update_with_mixed_variances_leaves_the_joint_posterior_invarian
         sel = idx == k
         cdf_k = np.cumsum(wts[k])
         s[sel] = np.interp(rng.random(sel.sum()), cdf_k / cdf_k[-1], grid)
-    marg = wts.T @ (px / wts.sum(axis=1))
-    cdf = np.cumsum(marg)
-    cdf /= cdf[-1]
+    cdf = _marginal_cdf(wts, px)
     c = _grid(sysm).size
 
     def updated(mix):

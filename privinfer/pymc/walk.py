@@ -643,21 +643,20 @@ class WalkGibbs(ArrayStepShared):
         error for a fraction asked of a walk that does not allow it."""
         info = self.info
         fits = info.carry is not None and info.members is None and info.groups is not None and info.sizes is not None
-        if collapse is None:
-            if not fits:
-                return 0.0, None
-            try:
-                return COLLAPSE_SMALL, collapse_rows(info.grid, self._rows.row_ptr, self._rows.rows, self._rows.m)
-            except ValueError:      # rows holding part of a unit's cells: the move does not apply
-                return 0.0, None
-        if not (np.isfinite(collapse) and collapse >= 0):
+        if collapse is not None and not (np.isfinite(collapse) and collapse >= 0):
             raise ValueError("collapse must be None or a fraction of the median unit size >= 0")
-        if collapse == 0:
+        if collapse == 0 or (collapse is None and not fits):
             return 0.0, None
         if not fits:
             raise ValueError(f"collapse needs the walk '{info.increments}' registered with carry fractions, sizes and "
                              "sibling groups, one row of cells per unit (no members)")
-        return float(collapse), collapse_rows(info.grid, self._rows.row_ptr, self._rows.rows, self._rows.m)
+        try:
+            rows = collapse_rows(info.grid, self._rows.row_ptr, self._rows.rows, self._rows.m)
+        except ValueError:
+            if collapse is not None:
+                raise
+            return 0.0, None        # rows holding part of a unit's cells: the move does not apply
+        return (COLLAPSE_SMALL if collapse is None else float(collapse)), rows
 
     def reset_tuning(self):
         self.width = np.full(self.width.size, SLICE_WIDTH)
