@@ -15,12 +15,12 @@ from test_walk_carry import (KAPPA, M, SIGMA, SYSTEMS, _assert_exact_draws, _exa
 ALPHA = 1e-3   # each test's false-alarm rate: the samples are independent, so KS and chi-square are exact
 
 
-def _collapse(rng, st, sigma=SIGMA, mix=None):
+def _collapse(rng, st, sigma=SIGMA, mix=None, compiled=True):
     table = collapse_rows(st["grid"], st["B"].indptr.astype(np.int64), st["B"].indices.astype(np.int64),
                           st["B"].shape[0])
     return collapsed_update(rng, st["cells"], st["res"], st["pairs"], grid=st["grid"], code=st["code"],
                             base=st["base"], eta=st["eta"], delta=st["delta"], sigma=np.array([sigma]), kappa=KAPPA,
-                            w=st["w"], table=table, mix=mix)
+                            w=st["w"], table=table, mix=mix, compiled=compiled)
 
 
 def _exact_pairs(n, seed, sysm=SYSTEMS["rows"]):
@@ -30,19 +30,21 @@ def _exact_pairs(n, seed, sysm=SYSTEMS["rows"]):
     return rng, fibre, grid, w, px, s, _replicated(fibre[idx], s, sysm)
 
 
-def test_collapsed_move_leaves_the_joint_posterior_of_increment_and_cells_invariant():
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "reference"])
+def test_collapsed_move_leaves_the_joint_posterior_of_increment_and_cells_invariant(compiled):
     # The tiny system of test_walk_carry ("rows"): two sibling units of two cells, the centred
     # increments s and -s, measured every cell, both unit totals (rows holding all of a unit's
     # cells) and both category sums (rows holding one cell of each unit: the second unit's cells
     # are drawn from their approximate marginals, the first's given them).  Exact draws of (s, x)
     # -> one collapsed move of each -> still exact draws: s's marginal (KS against the
     # enumerated marginal), the cells' pmf over the fibre (chi-square) and their dependence on s
-    # (chi-square of the points given s > 0).  n = 3,000 pairs (one Python move each).
+    # (chi-square of the points given s > 0).  n = 3,000 pairs, by the compiled kernel (its
+    # sequential cell proposal) and by the reference (the tree sampler's), each on its own.
     n = 3000
     sysm = SYSTEMS["rows"]
     rng, fibre, grid, w, px, s, st = _exact_pairs(n, 11)
     x_before = st["cells"].copy()
-    accepted, proposed = _collapse(rng, st)
+    accepted, proposed = _collapse(rng, st, compiled=compiled)
     assert proposed == n
     c = _grid(sysm).size
     cells = st["cells"].reshape(n, c)
