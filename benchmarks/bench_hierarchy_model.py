@@ -68,8 +68,11 @@ zero-touching shares 65+ min ESS 45 / 39 against 10 / 13; RMSE and coverage unch
 against 1,162 s on seed 11, both alone: better on one seed, worse on the other, and dearer.
 
 ``--collapse F``: ``WalkGibbs``'s collapsed move of the pairs of tracts both under ``F`` of the
-median size (default ``privinfer.pymc.walk.COLLAPSE_SMALL``, 0.5; 0: off; the measurements are
-written beside that constant).
+median size (default ``privinfer.pymc.walk.COLLAPSE_SMALL``, 0.5; 0: off; 100: every pair of a
+matching by size; the measurements are written beside that constant).
+
+``--carry-directions K``: ``WalkGibbs(carry_directions=K)`` for every walk (an integer, or ``all``;
+default ``privinfer.pymc.walk.CARRY_DIRECTIONS``), the increments per pair of the carried update.
 
 The line "cells by their tract's size" gives the cells' worst R-hat and ESS per class of tract
 size.  In six runs of the default budget (two chain seeds; ``--quantile-carry`` 0, 20 and 50;
@@ -218,6 +221,9 @@ def main(argv=None):
     ap.add_argument("--collapse", type=float, default=None,
                     help="WalkGibbs's collapsed move: pairs of tracts both under this fraction of the median size "
                          "(default privinfer.pymc.walk.COLLAPSE_SMALL; 0: off)")
+    ap.add_argument("--carry-directions", default=None,
+                    help="WalkGibbs(carry_directions=...): increments per pair in the carried update, an integer "
+                         "or 'all' (default privinfer.pymc.walk.CARRY_DIRECTIONS)")
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
     ap.add_argument("--save", default=None, help="write the posterior (InferenceData, netCDF) to this path")
     args = ap.parse_args(argv)
@@ -244,8 +250,11 @@ def main(argv=None):
         walk_module.COLLAPSE_SMALL = args.collapse   # read when pm.sample() builds the WalkGibbs steps
     t0 = time.perf_counter()
     with model:
-        step = MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)  # the step pm.sample() assigns
-        idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=min(args.chains, 2), step=[step],
+        steps = [MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)]  # the step pm.sample() assigns
+        if args.carry_directions is not None:   # every walk's WalkGibbs, with this setting
+            steps.append(walk_module.WalkGibbs(carry_directions=None if args.carry_directions == "all"
+                                               else int(args.carry_directions)))
+        idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=min(args.chains, 2), step=steps,
                           random_seed=args.seed if args.chain_seed is None else args.chain_seed,
                           progressbar=False, compute_convergence_checks=False,
                           compile_kwargs=None if args.mode is None else {"mode": args.mode})
