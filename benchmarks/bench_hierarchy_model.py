@@ -189,6 +189,11 @@ def kentucky_frame(table: str, seed: int, counties: int = 0):
     return frame, geography
 
 
+def _carry_count(value: str):
+    """``--carry-directions``: 'all' or an integer."""
+    return "all" if value == "all" else int(value)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--table", choices=("tracts", "counties"), default="tracts",
@@ -221,7 +226,7 @@ def main(argv=None):
     ap.add_argument("--collapse", type=float, default=None,
                     help="WalkGibbs's collapsed move: pairs of tracts both under this fraction of the median size "
                          "(default privinfer.pymc.walk.COLLAPSE_SMALL; 0: off)")
-    ap.add_argument("--carry-directions", default=None,
+    ap.add_argument("--carry-directions", default=None, type=_carry_count,
                     help="WalkGibbs(carry_directions=...): increments per pair in the carried update, an integer "
                          "or 'all' (default privinfer.pymc.walk.CARRY_DIRECTIONS)")
     ap.add_argument("--mode", default=None, help="PyTensor compile mode of the model's functions (e.g. NUMBA)")
@@ -253,7 +258,7 @@ def main(argv=None):
         steps = [MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)]  # the step pm.sample() assigns
         if args.carry_directions is not None:   # every walk's WalkGibbs, with this setting
             steps.append(walk_module.WalkGibbs(carry_directions=None if args.carry_directions == "all"
-                                               else int(args.carry_directions)))
+                                               else args.carry_directions))
         idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=min(args.chains, 2), step=steps,
                           random_seed=args.seed if args.chain_seed is None else args.chain_seed,
                           progressbar=False, compute_convergence_checks=False,
