@@ -114,9 +114,10 @@ _TAG = "privinfer_walk"
 #: median bulk ESS 293, 352 and 386 (min 8, 29, 15), the cells' median 596, 614 and 629, the cells
 #: of tracts above the median size min 133, 236 and 169.  The cells' min (11, 51, 16) is each time
 #: the 780-person tract 21111008800's, whose pairs with its small neighbours take every direction
-#: whatever the setting: that figure swings between runs more than between settings.  The
-#: short runs' ratio (1 direction 1.9 times cheaper over 2 x (30 + 30)) is the first iterations'
-#: wide slices, not the steady state's.
+#: whatever the setting; 8 gave 48 and 51 on two machines, and with one run of 1 and of all the
+#: runs' spread and the settings' effect on that tract are not told apart.  The short runs' ratio
+#: (1 direction 1.9 times cheaper over 2 x (30 + 30)) is the first iterations' wide slices, not
+#: the steady state's.
 CARRY_DIRECTIONS = 8
 
 #: A walk registered with ``sizes``: its carried update moves a pair along every direction, not
@@ -154,9 +155,8 @@ CARRY_SMALL = 0.65
 #: move's share of a chain's time in a sampling profile, 21%); one chain seed, so left at 0.5.
 #: The same setting again on another machine: max R-hat 1.050, min bulk ESS 51, one cell above
 #: 1.05, the shares 65+ min ESS 29 (median 352) and under 18 70 (412), the parameters' max R-hat
-#: 1.081, 1,021 s; with the carried update's directions changed (:data:`CARRY_DIRECTIONS`) the
-#: cells' min ESS fell to 11 and 16 in the 780-person tract 21111008800, the run-to-run spread of
-#: one tract's figure.  Still one chain seed and no baseline run on that machine.
+#: 1,021 s (other numbers of the carried update's directions: :data:`CARRY_DIRECTIONS`).  Still
+#: one chain seed and no baseline run on that machine.
 COLLAPSE_SMALL = 0.5
 
 #: The warm-up's exponential average of the log step scales, the reference of the scale
