@@ -83,6 +83,26 @@ county: min bulk ESS 9-39 there, 33-70 in the tracts of 0.5 to 1 times the media
 larger ones.  The tail's size varies by chain seed as much as by any of these changes (1.045 to
 1.108 for the same model), so a change to the sampler needs two seeds or more to be judged.
 
+The lines "bulk ESS of the county profiles less the state's" and "slowest cells against their
+county's profile" look one level up (``print_slow_profiles``).  Today's default sampler (the
+collapsed move compiled), all tracts, default chain seed, 714 s: the five slowest cells (ESS
+56-57) are old-age or child cells of tracts of 1,800-2,300 people whose ages depart far from
+their county's (shares 65+ of 1.5-4.3% against 11-17%, two of them campuses, or 29% against
+17%); for four of them the 20-draw means correlate 0.70-0.83 with their county's departure at
+the same sex and age (ESS 39-113).  On the first 40 counties (``--counties 40``) both chain
+seeds put the slowest cells (ESS 20) in Murray's campus tract 21035000600 (70% aged 18-24), its
+old-age cells correlated 0.83-0.90 with its county's departure there (ESS 17-33).  Such a
+tract's old-age cells are set by its profile more than by their measurements, and its profile
+cannot move alone: the tracts' walks are centred within their county, so every move of the
+tract's walk moves a sibling's profile the other way (the pair moves, the carried update, the
+collapsed move) or every sibling's with it (the county's walk), and the siblings' cells, which
+their measurements pin, hold it back.  What did not help there (first 40 counties, 2 x (200 +
+400)): the county walk's carried update on every direction (chain seed 7: cells min ESS 69
+against 10; chain seed 11: 11 against 20; 1.2-1.3 times the time), on every county (8
+directions: 20 against 10 on seed 7, 1.17 times the time; every direction as well: 51, 1.9
+times), and BLAS held to one thread per chain (the same chain, bit for bit, in 166 s against
+170 s).
+
 Run: ``python benchmarks/bench_hierarchy_model.py [--table tracts|counties] [--counties N] [--draws 500]
 [--tune 500] [--mode NUMBA] [--walk-steps auto|gibbs|nuts] [--save PATH]``
 
@@ -344,6 +364,7 @@ def main(argv=None):
               f"the effects' max R-hat {np.nanmax(rh_e):.3f}, min bulk ESS {np.nanmin(ess_e):.0f}")
     print_worst_cells(frame, geography, ATTRIBUTES, rhat_x, ess_x, pm_mean)
     print_slow_by_size(idata, rel, geography)
+    print_slow_profiles(idata, frame, geography, ATTRIBUTES, ess_x)
     print_slow_by_zeros(draws, A, share["ess_bulk"].to_numpy(), geography[-1])
     print_mix(idata, share["ess_bulk"].to_numpy())
     iid = independent_floor(args.chains, args.draws, mech.n, args.seed)
@@ -388,6 +409,57 @@ def print_slow_by_size(idata, rel, geography, cuts=(0.5, 1.0)):
     print(f"cells by their {geography[-1]}'s size (total over the median {geography[-1]}'s): " + "; ".join(
         f"{name}: {int(m.sum())} {geography[-1]} units, max R-hat {np.nanmax(conv['r_hat_max'][m]):.3f}, min bulk "
         f"ESS {np.nanmin(conv['ess_bulk_min'][m]):.0f}" for name, m in classes if m.any()))
+
+
+def print_slow_profiles(idata, frame, geography, attributes, ess, k: int = 5, batch: int = 20, sizes=(1, 2, 5, 9)):
+    """Where the slowest cells' slow mode is, one level up: the middle level's log profiles less
+    the top level's (a county's departure from the state at each sex x age: its walk over the ages
+    and its sex contrasts), their bulk ESS by the unit's number of lowest units (classes from
+    ``sizes``), and for the ``k`` slowest cells the ESS of their own unit's departure at their sex
+    and age and the correlation of the two chains' ``batch``-draw means of the cell and of that
+    departure (near 0 when the cell's slow mode is its own; under independence its sd is about
+    1/sqrt(batches), 0.22 at 2 x 400 draws).  On all Kentucky tracts (default chain seed) the five
+    slowest cells were old-age or child cells of small tracts whose means correlated 0.57-0.81
+    with their county's departure, whose ESS was 41-168; on the first 40 counties, two chain
+    seeds, the slowest were the old-age cells of Murray's campus tract 21035000600 (70% aged
+    18-24), its share 65+ locked to its county's departure at 70+ (correlation of the batch means
+    0.86, both with lag-one autocorrelation 0.83): a small tract's profile cannot move alone (its
+    siblings' walks are centred, so the county's profile is the mean of its tracts'), and the
+    moves that move it shift a sibling's or every sibling's profile as well."""
+    post = idata.posterior
+    mid, top = geography[0], "state"
+    if len(geography) < 2 or f"log_profile_{mid}" not in post or f"log_profile_{top}" not in post:
+        return
+    dep = post[f"log_profile_{mid}"] - post[f"log_profile_{top}"]
+    dep_ess = az.ess(dep.to_dataset(name="d"))["d"]
+    n_low = frame.groupby(mid)[geography[-1]].nunique()
+    unit_ess = dep_ess.min("combination").to_series()
+    low = n_low.reindex(unit_ess.index.astype(type(n_low.index[0]))).to_numpy()
+    edges = (*sizes, np.inf)
+    parts = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        m = (low >= lo) & (low < hi)
+        if m.any():
+            span = f"{lo:g}" if hi == lo + 1 else (f"{lo:g} or more" if not np.isfinite(hi) else f"{lo:g}-{hi - 1:g}")
+            parts.append(f"{span} {geography[-1]}{'' if span == '1' else 's'}: {int(m.sum())} {mid} units, min "
+                         f"{unit_ess.to_numpy()[m].min():.0f}, median {np.median(unit_ess.to_numpy()[m]):.0f}")
+    print(f"bulk ESS of the {mid} profiles less the {top}'s (each {mid}'s slowest sex x age), by its number of "
+          f"{geography[-1]}s: " + "; ".join(parts))
+    x = post["x"]
+    combo = frame[list(attributes)].astype(str).agg("|".join, axis=1).to_numpy()
+    unit = frame[mid].astype(str).to_numpy()
+    nb = x.sizes["draw"] // batch
+
+    def means(a):
+        return np.asarray(a, dtype=float)[:, :nb * batch].reshape(a.shape[0], nb, batch).mean(2).ravel()
+    out = []
+    for i in np.argsort(np.nan_to_num(ess, nan=np.inf))[:k]:
+        d = dep.sel({mid: unit[i], "combination": combo[i]}).values
+        r = np.corrcoef(means(x.values[:, :, i]), means(d))[0, 1]
+        out.append(f"{frame[geography[-1]].iat[i]} {combo[i].replace('|', ' ')}: ESS {ess[i]:.0f}, its {mid}'s "
+                   f"{dep_ess.sel({mid: unit[i], 'combination': combo[i]}).item():.0f}, correlation {r:.2f}")
+    print(f"slowest cells against their {mid}'s profile at their sex and age (bulk ESS of each, correlation of "
+          f"{batch}-draw means): " + "; ".join(out))
 
 
 def print_slow_by_zeros(draws, A, ess, level: str, cuts=(0.1, 0.5)):
