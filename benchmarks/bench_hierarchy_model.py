@@ -71,6 +71,10 @@ against 1,162 s on seed 11, both alone: better on one seed, worse on the other, 
 median size (default ``privinfer.pymc.walk.COLLAPSE_SMALL``, 0.5; 0: off; 100: every pair of a
 matching by size; the measurements are written beside that constant).
 
+``--alone F``: ``WalkGibbs``'s move of a tract against several of its siblings (``privinfer.pymc.walk_alone``)
+for the tracts under ``F`` of the median size in counties of three or more tracts (default
+``privinfer.pymc.walk.ALONE_SMALL``; 0: off).
+
 ``--carry-directions K``: ``WalkGibbs(carry_directions=K)`` for every walk (an integer, or ``all``;
 default ``privinfer.pymc.walk.CARRY_DIRECTIONS``), the increments per pair of the carried update
 (1, 8 and all measured with ``--collapse 100``: written beside that constant).
@@ -247,6 +251,10 @@ def main(argv=None):
     ap.add_argument("--collapse", type=float, default=None,
                     help="WalkGibbs's collapsed move: pairs of tracts both under this fraction of the median size "
                          "(default privinfer.pymc.walk.COLLAPSE_SMALL; 0: off)")
+    ap.add_argument("--alone", type=float, default=None,
+                    help="WalkGibbs's move of a tract against several of its siblings: the tracts under this fraction "
+                         "of the median size in counties of three or more (default privinfer.pymc.walk.ALONE_SMALL; "
+                         "0: off)")
     ap.add_argument("--carry-directions", default=None, type=_carry_count,
                     help="WalkGibbs(carry_directions=...): increments per pair in the carried update, an integer "
                          "or 'all' (default privinfer.pymc.walk.CARRY_DIRECTIONS)")
@@ -274,6 +282,8 @@ def main(argv=None):
     t_build = time.perf_counter() - t0
     if args.collapse is not None:
         walk_module.COLLAPSE_SMALL = args.collapse   # read when pm.sample() builds the WalkGibbs steps
+    if args.alone is not None:
+        walk_module.ALONE_SMALL = args.alone
     t0 = time.perf_counter()
     with model:
         steps = [MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)]  # the step pm.sample() assigns
@@ -352,7 +362,9 @@ def main(argv=None):
           + (f", scale-update evaluations per iteration {float(ss['walk_scale_evals'].mean()):.0f}"
              f" (proposals accepted {float(ss['walk_scale_accept'].mean()):.2f})" if "walk_scale_evals" in ss else "")
           + (f", collapsed moves accepted {float(np.nanmean(ss['walk_collapse_accept'])):.2f}"
-             if "walk_collapse_accept" in ss and np.isfinite(ss['walk_collapse_accept']).any() else ""))
+             if "walk_collapse_accept" in ss and np.isfinite(ss['walk_collapse_accept']).any() else "")
+          + (f", moves of a tract against its siblings: evaluations per iteration "
+             f"{float(ss['walk_alone_evals'].mean()):.0f}" if "walk_alone_evals" in ss else ""))
     for name in [v for v in idata.posterior.data_vars if v.startswith("step_scale")]:
         ess_s = az.ess(idata, var_names=[name])[name].values
         print(f"{name}: bulk ESS min {np.min(ess_s):.0f}, median {np.median(ess_s):.0f}; last two "

@@ -32,7 +32,11 @@ One iteration:
    update in ancillary lattice coordinates, which moves a tract's walk and cells together along
    directions (old against young) where alternating their updates is slow.  The step writes
    the moved cells into PyMC's point, so the cells' own step method sees them; then, for a
-   walk registered with carry fractions, ``sizes`` and one row of cells per unit, the collapsed
+   walk registered with carry fractions, ``sizes`` and one row of cells per unit, every unit under
+   ``alone`` (:data:`ALONE_SMALL`) of the median size in a group of three or more moved against
+   several of its siblings at once, its and their cells carried along
+   (:mod:`privinfer.pymc.walk_alone`: a small unit's profile otherwise moves only with a
+   sibling's the other way or with all of them, its parent's), then the collapsed
    move (:mod:`privinfer.pymc.walk_collapse`) of a fresh matching by size, its pairs of two
    units under ``collapse`` (:data:`COLLAPSE_SMALL`) of the median size: the pair's walk drawn
    from its law with the cells integrated out (a Gaussian approximation), both units' cells
@@ -95,6 +99,7 @@ from ..lattice import MeasurementRows
 from .measured import latent_measurements
 from .registry import WalkInfo, model_registry
 from .step_inputs import registered_inputs
+from .walk_alone import alone_units, alone_update
 from .walk_carry import CARRY_WIDTH, carried_update, scale_update_carried
 from .walk_carry import carry_directions as directions_of_carry
 from .walk_collapse import collapse_rows, collapsed_update
@@ -103,7 +108,7 @@ from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, mi
                           scale_update_unit_transport, sibling_pairs, sized_pairs)
 
 __all__ = ["WalkGibbs", "register_walk", "scale_prior", "mix_prior", "carried_pairs", "collapsed_pairs",
-           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "SCALE_CARRY"]
+           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "SCALE_CARRY"]
 
 _TAG = "privinfer_walk"
 
@@ -158,6 +163,23 @@ CARRY_SMALL = 0.65
 #: 1,021 s (other numbers of the carried update's directions: :data:`CARRY_DIRECTIONS`).  Still
 #: one chain seed and no baseline run on that machine.
 COLLAPSE_SMALL = 0.5
+
+#: A walk registered with ``sizes``, carry fractions and sibling groups, one row of cells per unit:
+#: every unit under this fraction of the median unit's size in a group of three or more is moved
+#: against up to :data:`~privinfer.pymc.walk_alone.SIBLINGS` of its siblings once per iteration
+#: (:mod:`privinfer.pymc.walk_alone`; module docstring, step 2), along :data:`CARRY_DIRECTIONS`
+#: directions; 0: off (the default).  Kentucky's first 40 counties (354 tracts, 2 x (200 + 400)),
+#: 0.65 against off, chain seeds 7 and 11: the cells' min bulk ESS 36 and 57 against 10 and 20,
+#: max R-hat 1.050 and 1.034 against 1.166 and 1.084 (the slowest each time the old-age cells of
+#: Murray's campus tract 21035000600), the county profiles' min ESS 37 and 41 against 9 and 15,
+#: the tracts' step scales' min ESS 23 and 23 against 41 and 44; 1.29 times the time.  All
+#: Kentucky tracts, default chain seed, one run: the county profiles' min ESS per class of county
+#: size 36-62 against 22-44, but the cells' min 9 against 56 (max R-hat 1.156 against 1.052, 20
+#: of the 21 cells above 1.05 in the 780-person tract 21111008800, whose min ESS ranged 11-51
+#: over earlier runs of one setting) and the tracts above half the median 40 and 69 against 56
+#: and 105, in 812 s against 714 s.  Off until more chain seeds of the whole state tell the
+#: runs' spread from the move's effect.
+ALONE_SMALL = 0.0
 
 #: The warm-up's exponential average of the log step scales, the reference of the scale
 #: update's surrogate (``WalkGibbs(scale_surrogate=True)``), weighs each new iteration by at
@@ -490,6 +512,7 @@ class WalkGibbsState(StepMethodState):
     width: np.ndarray
     carry_width: np.ndarray
     carry_scale_width: np.ndarray
+    alone_width: np.ndarray
     scale_ref: np.ndarray
     tune: bool
     n_tunes: float
@@ -554,6 +577,12 @@ class WalkGibbs(ArrayStepShared):
         fraction of the median size; None (default): :data:`COLLAPSE_SMALL` for a walk registered
         with carry fractions, ``sizes``, sibling groups and one row of cells per unit whose
         measurement rows hold one, all or none of a unit's cells, else off; 0: off.
+    alone
+        the units moved against several of their siblings (module docstring, step 2;
+        :mod:`privinfer.pymc.walk_alone`): those under this fraction of the median size in sibling
+        groups of three or more, for a walk registered with carry fractions, ``sizes`` and sibling
+        groups, one row of cells per unit and no ``mix``; None (default): :data:`ALONE_SMALL`
+        where the walk allows the move, else off; 0: off.
     model, initial_point, rng, blocked, compile_kwargs
         as for PyMC step methods.
 
@@ -587,7 +616,7 @@ class WalkGibbs(ArrayStepShared):
     default_blocked = True
     stats_dtypes_shapes = {"walk_accept": (np.float64, []), "walk_scale_evals": (np.float64, []),
                            "walk_scale_accept": (np.float64, []), "walk_carry_evals": (np.float64, []),
-                           "walk_collapse_accept": (np.float64, [])}
+                           "walk_collapse_accept": (np.float64, []), "walk_alone_evals": (np.float64, [])}
 
     def __new__(cls, *args, **kwargs):
         """One step method per walk: the variables of several registered walks (``pm.sample()``
@@ -605,7 +634,8 @@ class WalkGibbs(ArrayStepShared):
 
     def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", carry_directions=CARRY_DIRECTIONS,
                  slice_steps: int = SLICE_STEPS, scale_surrogate: bool = True, scale_carry: int = SCALE_CARRY,
-                 collapse=None, model=None, initial_point=None, rng=None, blocked: bool = True, compile_kwargs=None):
+                 collapse=None, alone=None, model=None, initial_point=None, rng=None, blocked: bool = True,
+                 compile_kwargs=None):
         model = pm.modelcontext(model)
         info = _walk_info(model, vars)
         if int(rounds) != rounds or rounds < 1:
@@ -652,6 +682,8 @@ class WalkGibbs(ArrayStepShared):
             mech, self._y = latent_measurements(model, info.latent, "WalkGibbs (carried update)")
             self._rows = MeasurementRows(mech.matrix, mech.row_sigma)
         self.collapse, self._collapse_rows = self._checked_collapse(collapse)
+        self._alone = self._checked_alone(alone)
+        self.alone_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
         self._cells_out = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
@@ -679,6 +711,7 @@ class WalkGibbs(ArrayStepShared):
     def reset_tuning(self):
         self.width = np.full(self.width.size, SLICE_WIDTH)
         self.carry_width = np.full(self.carry_width.size, CARRY_WIDTH)
+        self.alone_width = np.full(self.alone_width.size, CARRY_WIDTH)
         self.carry_scale_width = np.full(self.width.size, SLICE_WIDTH)
         self.n_tunes = 0.0
 
@@ -721,6 +754,41 @@ class WalkGibbs(ArrayStepShared):
                                       steps=self.slice_steps, members=info.members, mix=mix, lump=info.lump)
         if self.tune:
             self.carry_width = self._running_mean(self.carry_width, moved, CARRY_WIDTH)
+        return evals
+
+    def _checked_alone(self, alone):
+        """The units :func:`~privinfer.pymc.walk_alone.alone_update` moves (``alone``: a fraction of
+        the median unit size; None: :data:`ALONE_SMALL` where the walk allows the move, else none);
+        a one-line error for a fraction asked of a walk that does not allow it."""
+        info = self.info
+        fits = (info.carry is not None and info.members is None and info.groups is not None
+                and info.sizes is not None and info.mix is None)
+        if alone is not None and not (np.isfinite(alone) and alone >= 0):
+            raise ValueError("alone must be None or a fraction of the median unit size >= 0")
+        if alone == 0 or (alone is None and (not fits or not ALONE_SMALL)):
+            return np.zeros(0, dtype=np.int64)
+        if not fits:
+            raise ValueError(f"alone needs the walk '{info.increments}' registered with carry fractions, sizes and "
+                             "sibling groups, one row of cells per unit (no members, no mix)")
+        return alone_units(info.groups, info.sizes, ALONE_SMALL if alone is None else float(alone))
+
+    def _moved_alone(self, cells, res, base, eta, delta, sigma, kappa) -> int:
+        """Every unit of :meth:`_checked_alone` moved against its siblings with its cells carried
+        along (:mod:`privinfer.pymc.walk_alone`), ``cells``, ``res``, ``eta`` and ``delta`` in
+        place; its warm-up tuning.  Returns its density evaluations."""
+        if not self._alone.size:
+            return 0
+        info = self.info
+        rows = self._rows
+        k = None if self.carry_directions is None else min(self.carry_directions, self._carry_dirs.shape[0])
+        evals, moved = alone_update(self.rng, cells, res, self.rng.permutation(self._alone), grid=info.grid,
+                                    code=info.code, base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
+                                    groups=info.groups, carry=info.carry, row_ptr=rows.row_ptr, rows=rows.rows,
+                                    w=rows.w, directions=self._carry_dirs, widths=self.alone_width, per_unit=k,
+                                    walk_order=info.order, spacing=info.spacing, steps=self.slice_steps,
+                                    lump=info.lump)
+        if self.tune:
+            self.alone_width = self._running_mean(self.alone_width, moved, CARRY_WIDTH)
         return evals
 
     def _collapsed(self, cells, res, base, eta, delta, sigma, kappa, mix) -> float:
@@ -788,12 +856,13 @@ class WalkGibbs(ArrayStepShared):
                               info.members, mode=self.tune and self.n_tunes == 0, mix=mix)
             accepted += int(acc.sum())
             moves += acc.size
-        carry_evals, cells, collapse_acc = 0, None, float("nan")
+        carry_evals, alone_evals, cells, collapse_acc = 0, 0, None, float("nan")
         if self._rows is not None:
             cells = np.array(x, dtype=np.int64)
             res = self._rows.residuals(cells, self._y)
             self._cells_out = cells
             carry_evals = self._carried(cells, res, base, eta, delta, sigma, kappa, mix)
+            alone_evals = self._moved_alone(cells, res, base, eta, delta, sigma, kappa)
             collapse_acc = self._collapsed(cells, res, base, eta, delta, sigma, kappa, mix)
             X = cells.astype(float)[info.grid]
         if groups is not None:
@@ -818,5 +887,5 @@ class WalkGibbs(ArrayStepShared):
             point[self._mix_name] = np.log(mix)
         stats = {"walk_accept": accepted / moves if moves else float("nan"), "walk_scale_evals": float(evals),
                  "walk_scale_accept": scale_acc / sigma.size, "walk_carry_evals": float(carry_evals),
-                 "walk_collapse_accept": collapse_acc}
+                 "walk_collapse_accept": collapse_acc, "walk_alone_evals": float(alone_evals)}
         return DictToArrayBijection.map(point), [stats]

@@ -255,17 +255,18 @@ def _log_density(Delta, D, u, v, ctx):
     """The pair's log density at ``Delta`` along ``D`` (module docstring); ``ctx`` the state
     and work buffers of :func:`_carried`."""
     (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, unit_ptr, unit_rows, xi, x, res, row_ptr,
-     rows, w, acc, mark, touched, theta, level, lay, wk, lfact, held) = ctx
+     rows, w, acc, mark, touched, theta, level, lay, wk, lfact, held, coef) = ctx
     K1 = D.size
+    cv = coef[0]
     out = 0.0
     for a in range(K1):
         t = delta[u, a] + Delta * D[a]
         out -= 0.5 * inv_s2[u, a] * t * t
         if v >= 0:
-            t = delta[v, a] - Delta * D[a]
+            t = delta[v, a] + cv * Delta * D[a]
             out -= 0.5 * inv_s2[v, a] * t * t
     n_touched = 0
-    for sgn, unit in ((1.0, u), (-1.0, v)):
+    for sgn, unit in ((1.0, u), (cv, v)):
         if unit < 0 or not np.isfinite(out):
             continue
         for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
@@ -292,8 +293,8 @@ def _commit(Delta, D, u, v, ctx):
     """The pair moved to ``Delta`` along ``D``: cells (residuals along), centred and raw
     increments, in place."""
     (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, unit_ptr, unit_rows, xi, x, res, row_ptr,
-     rows, w, acc, mark, touched, theta, level, lay, wk, lfact, held) = ctx
-    for sgn, unit in ((1.0, u), (-1.0, v)):
+     rows, w, acc, mark, touched, theta, level, lay, wk, lfact, held, coef) = ctx
+    for sgn, unit in ((1.0, u), (coef[0], v)):
         if unit < 0:
             continue
         for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
@@ -347,7 +348,7 @@ def _slice(f0, k, D, u, v, widths, steps, ctx):
 
 
 @numba.njit(cache=True)
-def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, lay,
+def _carried(pu, pv, cvs, dirs, order, widths, steps, grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, lay,
              unit_ptr, unit_rows, x, res, row_ptr, rows, w, moved, used, lfact):
     d = grid.shape[1]
     K1 = dirs.shape[1]
@@ -357,11 +358,13 @@ def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, e
     theta, level, wk = _work(d, K1, lfact.size)
     xi = np.empty(grid.shape, dtype=np.int64)
     held = np.zeros(1)
+    coef = np.full(1, -1.0)
     ctx = (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, unit_ptr, unit_rows, xi, x, res,
-           row_ptr, rows, w, acc, mark, touched, theta, level, lay, wk, lfact, held)
+           row_ptr, rows, w, acc, mark, touched, theta, level, lay, wk, lfact, held, coef)
     evals = 0
     for p in range(pu.size):
         u, v = pu[p], pv[p]
+        coef[0] = cvs[p]
         f0 = 0.0
         for kk in range(order.shape[1]):
             k = order[p, kk]
@@ -375,12 +378,12 @@ def _carried(pu, pv, dirs, order, widths, steps, grid, code, worder, hs, base, e
                 # them and the profile, bit for bit) and leaves the density at the new point as the
                 # accepted point's without the measurement term's change (the residuals follow the
                 # cells), so both are computed once per pair
-                for sgn, unit in ((1.0, u), (-1.0, v)):
+                for unit in (u, v):
                     if unit < 0:
                         continue
                     for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
                         m = unit_rows[q]
-                        _profile(base[m], eta[unit], sgn, 0.0, D, code, worder, hs, theta, level)
+                        _profile(base[m], eta[unit], 1.0, 0.0, D, code, worder, hs, theta, level)
                         _row_coords(m, grid[m], theta, float(N[m]), kappa, x, xi, lay, wk)
                 f0 = _log_density(0.0, D, u, v, ctx)
                 evals += 1
@@ -487,7 +490,7 @@ def carry_layout(grid, carry, lump=None) -> tuple:
 
 def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, kappa, carry, row_ptr, rows, w,
                    directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1, spacing=None,
-                   steps: int = CARRY_STEPS, members=None, mix=None, lump=None):
+                   steps: int = CARRY_STEPS, members=None, mix=None, lump=None, coefficients=None, precisions=None):
     """One carried update (module docstring) of every pair in ``pairs`` along ``per_pair``
     directions (one count, or one per pair) drawn at random without replacement for each pair
     (default: all of them, in a random order; a choice independent of the state, so every update
@@ -509,7 +512,11 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     then per row, every row's cells carried by its own shift, so each row keeps its total), None:
     row ``u`` is unit ``u``; ``mix`` ``(U,)`` the units' prior variance multipliers
     :math:`\\lambda_u` (raw increments :math:`N(0, \\sigma_k^2\\lambda_u)`,
-    :func:`~privinfer.pymc.walk_kernel.mix_draw`; None: all 1).
+    :func:`~privinfer.pymc.walk_kernel.mix_draw`; None: all 1); ``coefficients`` ``(P,)`` the
+    second unit's share of each pair's move (its increments move by ``c * Delta * D``; None: -1,
+    the pair's mean kept); ``precisions`` ``(U, K-1)`` the raw increments' prior precisions in
+    place of :math:`1/(\\sigma_k^2\\lambda_u)` (0: no prior term; for moves whose raw increments do
+    not move as their centred ones, :mod:`privinfer.pymc.walk_alone`).
     Returns the number of density evaluations and the mean ``|Delta|`` per direction over its
     updates (for tuning the widths)."""
     K1 = delta.shape[1]
@@ -533,10 +540,23 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     used = np.zeros(dirs.shape[0])
     _seed(int(rng.integers(2**63 - 1)))
     hs = np.ones(K1) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
-    evals = _carried(pu, pv, dirs, order, wd, int(steps), grid, np.asarray(code, dtype=np.int64), int(walk_order), hs,
-                     np.ascontiguousarray(base),
-                     eta, delta, prior_precisions(sigma, mix, delta.shape[0]), float(kappa), N, lay, unit_ptr,
-                     unit_rows, x, res, row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))
+    if coefficients is None:
+        cvs = np.full(pu.size, -1.0)
+    else:
+        cvs = np.ascontiguousarray(np.broadcast_to(np.asarray(coefficients, dtype=float), pu.shape))
+        if not np.all(np.isfinite(cvs)):
+            raise ValueError("coefficients must be finite")
+    if precisions is None:
+        inv_s2 = prior_precisions(sigma, mix, delta.shape[0])
+    else:
+        if mix is not None:
+            raise ValueError("give the prior precisions or the variance multipliers (mix), not both")
+        inv_s2 = np.ascontiguousarray(precisions, dtype=float)
+        if inv_s2.shape != delta.shape or not np.all(np.isfinite(inv_s2) & (inv_s2 >= 0)):
+            raise ValueError(f"precisions must be {delta.shape[0]} x {delta.shape[1]} finite values >= 0")
+    evals = _carried(pu, pv, cvs, dirs, order, wd, int(steps), grid, np.asarray(code, dtype=np.int64), int(walk_order),
+                     hs, np.ascontiguousarray(base), eta, delta, inv_s2, float(kappa), N, lay, unit_ptr, unit_rows, x, res,
+                     row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))
     return int(evals), np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
 
 
