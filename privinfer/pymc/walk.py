@@ -177,8 +177,11 @@ COLLAPSE_SMALL = 0.5
 #: size 36-62 against 22-44, but the cells' min 9 against 56 (max R-hat 1.156 against 1.052, 20
 #: of the 21 cells above 1.05 in the 780-person tract 21111008800, whose min ESS ranged 11-51
 #: over earlier runs of one setting) and the tracts above half the median 40 and 69 against 56
-#: and 105, in 812 s against 714 s.  Off until more chain seeds of the whole state tell the
-#: runs' spread from the move's effect.
+#: and 105, in 812 s against 714 s.  Chain seed 11, both on one machine: the cells' max R-hat
+#: 1.046 against 1.091, min ESS 44 against 16 (the default's slowest in Fayette's tract
+#: 21067000900), the county profiles' min ESS 25-67 against 22-56, in 779 s against 646 s.  One
+#: seed each way on the whole state: off until more chain seeds tell the runs' spread from the
+#: move's effect.
 ALONE_SMALL = 0.0
 
 #: The warm-up's exponential average of the log step scales, the reference of the scale
