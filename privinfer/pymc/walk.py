@@ -690,12 +690,19 @@ class WalkGibbs(ArrayStepShared):
         self._cells_out = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
+    def _carries_one_row_per_unit(self) -> bool:
+        """Whether the walk was registered with carry fractions, ``sizes`` and sibling groups, one
+        row of cells per unit (no ``members``): what the collapsed move and the move of a unit
+        against its siblings need."""
+        info = self.info
+        return info.carry is not None and info.members is None and info.groups is not None and info.sizes is not None
+
     def _checked_collapse(self, collapse):
         """``collapse`` (None: :data:`COLLAPSE_SMALL` where the walk allows the move, else 0) and
         the rows of every unit (:func:`~privinfer.pymc.walk_collapse.collapse_rows`); a one-line
         error for a fraction asked of a walk that does not allow it."""
         info = self.info
-        fits = info.carry is not None and info.members is None and info.groups is not None and info.sizes is not None
+        fits = self._carries_one_row_per_unit()
         if collapse is not None and not (np.isfinite(collapse) and collapse >= 0):
             raise ValueError("collapse must be None or a fraction of the median unit size >= 0")
         if collapse == 0 or (collapse is None and not fits):
@@ -764,8 +771,7 @@ class WalkGibbs(ArrayStepShared):
         the median unit size; None: :data:`ALONE_SMALL` where the walk allows the move, else none);
         a one-line error for a fraction asked of a walk that does not allow it."""
         info = self.info
-        fits = (info.carry is not None and info.members is None and info.groups is not None
-                and info.sizes is not None and info.mix is None)
+        fits = self._carries_one_row_per_unit() and info.mix is None
         if alone is not None and not (np.isfinite(alone) and alone >= 0):
             raise ValueError("alone must be None or a fraction of the median unit size >= 0")
         if alone == 0 or (alone is None and (not fits or not ALONE_SMALL)):
