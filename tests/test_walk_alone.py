@@ -4,8 +4,6 @@ cells) checked against enumeration, and the choice of units."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -15,7 +13,7 @@ import privinfer.pymc.walk_alone as walk_alone
 from privinfer.pymc.walk_alone import alone_units, alone_update
 from privinfer.pymc.walk_carry import carried_update
 
-from test_walk_carry import _assert_exact_draws
+from test_walk_carry import _assert_exact_draws, _draws_of, _enumerated
 
 # The tiny law.  Three sibling units (one group), two cells each, two categories (one increment,
 # coded 0/1): raw increments delta = (MEAN + b, MEAN - b/2 + C, MEAN - b/2 - C), each N(0, SIGMA^2),
@@ -64,24 +62,16 @@ def _raw(b):
 
 
 def _exact():
-    fibre = np.array([x for x in itertools.product(range(T + 1), repeat=6) if sum(x) == T])
     grid = np.linspace(-7, 7, 14001)
-    logd = np.array([_log_target(grid, x) for x in fibre])
-    w = np.exp(logd - logd.max())
-    mass = w.sum(axis=1)
-    return fibre, grid, w, mass / mass.sum()
+    fibre, w, px = _enumerated(6, T, grid, _log_target)
+    return fibre, grid, w, px
 
 
 def _exact_problem(n, seed):
     """``n`` exact draws of (b, x) as one problem of ``n`` groups of three units."""
     rng = np.random.default_rng(seed)
     fibre, grid, w, px = _exact()
-    idx = rng.choice(len(fibre), size=n, p=px)
-    b = np.empty(n)
-    for k in np.unique(idx):
-        sel = idx == k
-        cdf = np.cumsum(w[k])
-        b[sel] = np.interp(rng.random(sel.sum()), cdf / cdf[-1], grid)
+    idx, b = _draws_of(n, rng, grid, w, px)
     B = sp.block_diag([sp.csr_matrix(_matrix())] * n, format="csc")
     B.sort_indices()
     delta = _raw(b)

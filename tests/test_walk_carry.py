@@ -103,25 +103,38 @@ def _log_target(sysm, s, x):
     return out - (res**2 / (2 * sysm["sigma"] ** 2)).sum()
 
 
-def _exact(sysm):
-    n = _grid(sysm).size
-    fibre = np.array([x for x in itertools.product(range(sysm["T"] + 1), repeat=n) if sum(x) == sysm["T"]])
-    grid = np.linspace(-8, 8, 16001)
-    logd = np.array([_log_target(sysm, grid, x) for x in fibre])
-    top = logd.max()
-    w = np.exp(logd - top)
+def _enumerated(n_cells: int, T: int, grid, log_target):
+    """A law of (cells, one continuous coordinate) enumerated: the fibre of ``n_cells`` cells
+    summing to ``T``, the weights ``exp(log_target(grid, x))`` over fibre x grid (scaled to a
+    maximum of 1) and the fibre points' marginal pmf."""
+    fibre = np.array([x for x in itertools.product(range(T + 1), repeat=n_cells) if sum(x) == T])
+    logd = np.array([log_target(grid, x) for x in fibre])
+    w = np.exp(logd - logd.max())
     mass = w.sum(axis=1)
-    return fibre, grid, w, mass / mass.sum()
+    return fibre, w, mass / mass.sum()
 
 
-def _exact_draws(n, rng, sysm=SYSTEMS["rows"]):
-    fibre, grid, w, px = _exact(sysm)
-    idx = rng.choice(len(fibre), size=n, p=px)
+def _draws_of(n, rng, grid, w, px):
+    """``n`` exact draws of an enumerated law (:func:`_enumerated`): the fibre points' indices and
+    the continuous coordinate given each, by inverting its cdf on the grid."""
+    idx = rng.choice(len(px), size=n, p=px)
     s = np.empty(n)
     for k in np.unique(idx):
         sel = idx == k
         cdf = np.cumsum(w[k])
         s[sel] = np.interp(rng.random(sel.sum()), cdf / cdf[-1], grid)
+    return idx, s
+
+
+def _exact(sysm):
+    grid = np.linspace(-8, 8, 16001)
+    fibre, w, px = _enumerated(_grid(sysm).size, sysm["T"], grid, lambda g, x: _log_target(sysm, g, x))
+    return fibre, grid, w, px
+
+
+def _exact_draws(n, rng, sysm=SYSTEMS["rows"]):
+    fibre, grid, w, px = _exact(sysm)
+    idx, s = _draws_of(n, rng, grid, w, px)
     return fibre, grid, w, px, idx, s
 
 

@@ -22,7 +22,8 @@ from test_walk_carry import CODE as CARRY_CODE
 from test_walk_carry import KAPPA as CARRY_KAPPA
 from test_walk_carry import M as CARRY_M
 from test_walk_carry import SIGMA as CARRY_SIGMA
-from test_walk_carry import SYSTEMS, _chi2_pvalue, _grid, _log_target, _marginal_cdf, _replicated
+from test_walk_carry import (SYSTEMS, _chi2_pvalue, _draws_of, _enumerated, _grid, _log_target, _marginal_cdf,
+                             _replicated)
 from test_unit_gauss import _systems as _unit_gauss_systems
 from test_walk_gibbs import ALPHA, CODE, _assert_far_from_gaussian, _assert_moved, _case, _grid_draws, _ks, _unit_logl
 
@@ -317,15 +318,9 @@ def _mix_log_target(sysm, s, x, lam):
 def _mix_exact(sysm, lam):
     """Enumerated target: the fibre of cells summing to T, the grid of s, the weights (fibre x
     grid) and the fibre points' marginal pmf (test_walk_carry's ``_exact``)."""
-    import itertools
-
-    n = _grid(sysm).size
-    fibre = np.array([x for x in itertools.product(range(sysm["T"] + 1), repeat=n) if sum(x) == sysm["T"]])
     grid = np.linspace(-8, 8, 16001)
-    logd = np.array([_mix_log_target(sysm, grid, x, lam) for x in fibre])
-    wts = np.exp(logd - logd.max())
-    mass = wts.sum(axis=1)
-    return fibre, grid, wts, mass / mass.sum()
+    fibre, wts, px = _enumerated(_grid(sysm).size, sysm["T"], grid, lambda g, x: _mix_log_target(sysm, g, x, lam))
+    return fibre, grid, wts, px
 
 
 def test_carried_update_with_mixed_variances_leaves_the_joint_posterior_invariant():
@@ -340,12 +335,7 @@ def test_carried_update_with_mixed_variances_leaves_the_joint_posterior_invarian
     rng = np.random.default_rng(37)
     n = 20000
     fibre, grid, wts, px = _mix_exact(sysm, lam)
-    idx = rng.choice(len(fibre), size=n, p=px)
-    s = np.empty(n)
-    for k in np.unique(idx):
-        sel = idx == k
-        cdf_k = np.cumsum(wts[k])
-        s[sel] = np.interp(rng.random(sel.sum()), cdf_k / cdf_k[-1], grid)
+    idx, s = _draws_of(n, rng, grid, wts, px)
     cdf = _marginal_cdf(wts, px)
     c = _grid(sysm).size
 
