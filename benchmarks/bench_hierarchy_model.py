@@ -75,6 +75,10 @@ matching by size; the measurements are written beside that constant).
 for the tracts under ``F`` of the median size in counties of three or more tracts (default
 ``privinfer.pymc.walk.ALONE_SMALL``; 0: off).
 
+``--cousins F``: ``WalkGibbs``'s move of a tract's profile alone, its county's walk taking up the change
+and a cousin tract's county giving it back (``privinfer.pymc.walk_cousin``), for the tracts under ``F``
+of the median size (default ``privinfer.pymc.walk.COUSINS_SMALL``; 0: off).
+
 ``--carry-directions K``: ``WalkGibbs(carry_directions=K)`` for every walk (an integer, or ``all``;
 default ``privinfer.pymc.walk.CARRY_DIRECTIONS``), the increments per pair of the carried update
 (1, 8 and all measured with ``--collapse 100``: written beside that constant).
@@ -255,6 +259,10 @@ def main(argv=None):
                     help="WalkGibbs's move of a tract against several of its siblings: the tracts under this fraction "
                          "of the median size in counties of three or more (default privinfer.pymc.walk.ALONE_SMALL; "
                          "0: off)")
+    ap.add_argument("--cousins", type=float, default=None,
+                    help="WalkGibbs's move of a tract alone, its county's walk taking up the change and a cousin's "
+                         "county giving it back: the tracts under this fraction of the median size (default "
+                         "privinfer.pymc.walk.COUSINS_SMALL; 0: off)")
     ap.add_argument("--carry-directions", default=None, type=_carry_count,
                     help="WalkGibbs(carry_directions=...): increments per pair in the carried update, an integer "
                          "or 'all' (default privinfer.pymc.walk.CARRY_DIRECTIONS)")
@@ -284,6 +292,8 @@ def main(argv=None):
         walk_module.COLLAPSE_SMALL = args.collapse   # read when pm.sample() builds the WalkGibbs steps
     if args.alone is not None:
         walk_module.ALONE_SMALL = args.alone
+    if args.cousins is not None:
+        walk_module.COUSINS_SMALL = args.cousins
     t0 = time.perf_counter()
     with model:
         steps = [MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)]  # the step pm.sample() assigns
@@ -364,7 +374,9 @@ def main(argv=None):
           + (f", collapsed moves accepted {float(np.nanmean(ss['walk_collapse_accept'])):.2f}"
              if "walk_collapse_accept" in ss and np.isfinite(ss['walk_collapse_accept']).any() else "")
           + (f", moves of a tract against its siblings: evaluations per iteration "
-             f"{float(ss['walk_alone_evals'].mean()):.0f}" if "walk_alone_evals" in ss else ""))
+             f"{float(ss['walk_alone_evals'].mean()):.0f}" if "walk_alone_evals" in ss else "")
+          + (f", moves of a tract against a cousin: evaluations per iteration "
+             f"{float(ss['walk_cousin_evals'].mean()):.0f}" if "walk_cousin_evals" in ss else ""))
     for name in [v for v in idata.posterior.data_vars if v.startswith("step_scale")]:
         ess_s = az.ess(idata, var_names=[name])[name].values
         print(f"{name}: bulk ESS min {np.min(ess_s):.0f}, median {np.median(ess_s):.0f}; last two "

@@ -159,13 +159,11 @@ def test_carried_update_refuses_bad_coefficients_and_precisions():
         carried_update(rng, st["cells"], st["res"], pairs, precisions=np.ones((2, 1)), mix=np.ones(2), **common)
 
 
-def test_walk_gibbs_moves_units_alone_where_the_walk_allows_it():
-    # the tracts' walk (sizes, carry fractions, sibling groups, one row per tract) takes the move;
-    # the counties' walk (its units span their tracts' rows) does not, and asking is an error; a
-    # step with every unit of a group of three or more moved keeps every tract's total and the
-    # cells on the lattice, and the raw increments' centring
-    import pymc as pm
-
+def tract_walk_step(option: str, message: str):
+    """The small tract model (``test_walk_collapse._tract_model``), its tracts' walk and a
+    ``WalkGibbs`` of it with ``option=100`` (every unit the option allows), after checking that
+    the counties' walk does not take the option by default, that asking it to is an error starting
+    with ``message``, and that bad fractions give one-line errors."""
     from privinfer.pymc import WalkGibbs
     from test_walk_collapse import _tract_model
 
@@ -173,30 +171,59 @@ def test_walk_gibbs_moves_units_alone_where_the_walk_allows_it():
     tract_walk = [model["step_scale_age"], model["step_tract_age"]]
     county_walk = [model["step_scale_county_age"], model["step_county_age"]]
     with model:
-        assert WalkGibbs(vars=county_walk)._alone.size == 0
-        with pytest.raises(ValueError, match="^alone needs the walk"):
-            WalkGibbs(vars=county_walk, alone=0.5)
+        assert getattr(WalkGibbs(vars=county_walk), f"_{option}").size == 0
+        with pytest.raises(ValueError, match=f"^{message}"):
+            WalkGibbs(vars=county_walk, **{option: 0.5})
         for bad in (-1.0, np.nan):
-            with pytest.raises(ValueError, match="^alone must be"):
-                WalkGibbs(vars=tract_walk, alone=bad)
-        step = WalkGibbs(vars=tract_walk, alone=100.0, rng=np.random.default_rng(1))
+            with pytest.raises(ValueError, match=f"^{option} must be"):
+                WalkGibbs(vars=tract_walk, **{option: bad})
+        step = WalkGibbs(vars=tract_walk, rng=np.random.default_rng(1), **{option: 100.0})
+    return model, rel, tract_walk, step
+
+
+def steps_keep_the_tracts(model, rel, step, point, stat: str, n: int = 10, check=None):
+    """``n`` steps from ``point``: every tract keeps its total and the cells stay on the lattice
+    (``check(old, new)`` too, when given); returns the new point and the sum of the sample
+    statistic ``stat``."""
+    tract = rel.mechanism.hierarchy.leaf_unit
+    x0 = np.asarray(point["x"]).copy()
+    total = 0.0
+    for _ in range(n):
+        new, stats = step.step(point)
+        x = np.asarray(new["x"])
+        assert x.min() >= 0
+        np.testing.assert_array_equal(np.bincount(tract, weights=x), np.bincount(tract, weights=x0))
+        if check is not None:
+            check(point, new)
+        total += stats[0][stat]
+        point = new
+    return point, total
+
+
+def sampled_stat(model, tract_walk, option: str, stat: str) -> float:
+    """The mean of the sample statistic ``stat`` over a short ``pm.sample`` run of the tracts' walk
+    with ``option=100``."""
+    import pymc as pm
+
+    from privinfer.pymc import WalkGibbs
+
+    with model:
+        idata = pm.sample(draws=20, tune=10, chains=1, step=[WalkGibbs(vars=tract_walk, **{option: 100.0})],
+                          random_seed=4, progressbar=False, compute_convergence_checks=False)
+    return float(idata.sample_stats[stat].mean())
+
+
+def test_walk_gibbs_moves_units_alone_where_the_walk_allows_it():
+    # the tracts' walk (sizes, carry fractions, sibling groups, one row per tract) takes the move;
+    # the counties' walk (its units span their tracts' rows) does not, and asking is an error; a
+    # step with every unit of a group of three or more moved keeps every tract's total and the
+    # cells on the lattice
+    model, rel, tract_walk, step = tract_walk_step("alone", "alone needs the walk")
     info = step.info
     J = np.bincount(info.groups)[info.groups]
     np.testing.assert_array_equal(step._alone, np.flatnonzero(J >= 3))
     assert step._alone.size > 0
-    tract = rel.mechanism.hierarchy.leaf_unit
-    point = model.initial_point()
-    x0 = np.asarray(point["x"]).copy()
     widths = step.alone_width.copy()
-    evals = 0.0
-    for _ in range(10):
-        point, stats = step.step(point)
-        x = np.asarray(point["x"])
-        assert x.min() >= 0
-        np.testing.assert_array_equal(np.bincount(tract, weights=x), np.bincount(tract, weights=x0))
-        evals += stats[0]["walk_alone_evals"]
+    _, evals = steps_keep_the_tracts(model, rel, step, model.initial_point(), "walk_alone_evals")
     assert evals > 0 and not np.array_equal(step.alone_width, widths)      # moved, and tuned in warm-up
-    with model:
-        idata = pm.sample(draws=20, tune=10, chains=1, step=[WalkGibbs(vars=tract_walk, alone=100.0)], random_seed=4,
-                          progressbar=False, compute_convergence_checks=False)
-    assert float(idata.sample_stats["walk_alone_evals"].mean()) > 0
+    assert sampled_stat(model, tract_walk, "alone", "walk_alone_evals") > 0

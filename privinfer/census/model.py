@@ -782,10 +782,12 @@ def _register_walks(hier, parts, base, walk, eps, kappa, x, step_prior: float, o
                                         minlength=hier.n_units(hier.depth - 1)), 1.0)
     if walk is not None:
         _, step, raw, w, code, spacing, mix = walk
+        above = [mid[2] for l, _, mid in parts if l == hier.depth - 2 and mid is not None]
         register_walk(scales=step, increments=raw, prior_scale=step_prior, base=base + effects, kappa=kappa,
                       weights=w, latent=x, grid=hier.leaf_order(), code=code, groups=_groups(hier),
                       carry=carry, order=order, spacing=spacing, sizes=leaf_sizes, mix=mix,
-                      lump=None if quantile_carry is None else np.asarray(est.x, dtype=float) < quantile_carry)
+                      lump=None if quantile_carry is None else np.asarray(est.x, dtype=float) < quantile_carry,
+                      parent=above[0] if above else None)
     tracts = walk[0] if walk is not None else 0.0
     for l, _, mid in parts:
         if mid is None:

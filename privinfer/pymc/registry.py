@@ -83,6 +83,7 @@ class WalkInfo:
     mix: str = None           # (U,) the units' prior variance multipliers, InvGamma(mix_dof/2, mix_dof/2) (None: 1)
     mix_dof: float = None     # their prior's degrees of freedom (the walk's increments are multivariate t)
     lump: object = None       # (n,) bool: small cells the carried update moves by their quantiles (None: none)
+    parent: str = None        # the raw increments of the walk of the units' parents (None: none)
 
 
 @dataclass

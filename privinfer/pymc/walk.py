@@ -42,7 +42,12 @@ One iteration:
    from its law with the cells integrated out (a Gaussian approximation), both units' cells
    drawn given it by the tree sampler, one exact Metropolis--Hastings test.  Where the data
    pin a unit's walk least, the walk and its cells taking turns is slowest, and this move has no
-   such lag;
+   such lag; then, for such a walk registered with a ``parent`` walk (a county's under its
+   tracts'), every unit under ``cousins`` (:data:`COUSINS_SMALL`) of the median size moved alone,
+   its parent's walk taking up the change and a cousin's parent (a unit of another parent, drawn
+   with weight :math:`1/J^2` by its number of siblings ``J``) giving it back, both units' cells
+   carried along (:mod:`privinfer.pymc.walk_cousin`; the parent walk's raw increments written
+   into PyMC's point);
 3. every sibling group's mean raw increment redrawn from its exact conditional, the prior
    :math:`N(0, \sigma^2/J)` (the cells see the centred increments only); for a walk registered
    with ``mix`` (a Student-t walk: unit ``u``'s raw increments :math:`N(0, \sigma_k^2\lambda_u)`,
@@ -103,12 +108,14 @@ from .walk_alone import alone_units, alone_update
 from .walk_carry import CARRY_WIDTH, carried_update, scale_update_carried
 from .walk_carry import carry_directions as directions_of_carry
 from .walk_collapse import collapse_rows, collapsed_update
+from .walk_cousin import cousin_update, cousin_weights
 from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, mix_draw, move_update,
                           refresh_group_means, scale_draw, scale_update_noncentred, scale_update_transport,
                           scale_update_unit_transport, sibling_pairs, sized_pairs)
 
 __all__ = ["WalkGibbs", "register_walk", "scale_prior", "mix_prior", "carried_pairs", "collapsed_pairs",
-           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "SCALE_CARRY"]
+           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "COUSINS_SMALL",
+           "SCALE_CARRY"]
 
 _TAG = "privinfer_walk"
 
@@ -184,6 +191,13 @@ COLLAPSE_SMALL = 0.5
 #: move's effect.
 ALONE_SMALL = 0.0
 
+#: A walk registered with ``sizes``, carry fractions, sibling groups and a ``parent`` walk, one row
+#: of cells per unit: every unit under this fraction of the median unit's size in a group of two or
+#: more is moved alone once per iteration, its parent's walk taking up the change and a cousin's
+#: parent giving it back (:mod:`privinfer.pymc.walk_cousin`; module docstring, step 2), along
+#: :data:`CARRY_DIRECTIONS` directions; 0: off (the default).
+COUSINS_SMALL = 0.0
+
 #: The warm-up's exponential average of the log step scales, the reference of the scale
 #: update's surrogate (``WalkGibbs(scale_surrogate=True)``), weighs each new iteration by at
 #: least this much (the plain mean over the first ``1/REF_WEIGHT`` iterations).  On 40 Kentucky
@@ -199,7 +213,7 @@ SCALE_CARRY = 0
 
 def register_walk(*, scales, increments, prior_scale: float, base, kappa, weights, latent, grid, code,
                   groups=None, exponents=None, carry=None, order: int = 1, spacing=None, members=None,
-                  carry_units=None, sizes=None, mix=None, lump=None, model=None) -> WalkInfo:
+                  carry_units=None, sizes=None, mix=None, lump=None, parent=None, model=None) -> WalkInfo:
     r"""Record a random-walk departure (module docstring) so that ``pm.sample()`` samples its
     step scales and increments with :class:`WalkGibbs`.
 
@@ -215,14 +229,11 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
         departure of unit ``u`` is the cumulative sum of ``scales ** weights * increments``
         (centred within ``groups`` when given), 0 for the first category.  :class:`WalkGibbs`
         requires ``weights == 0`` (the centred parametrization).
-    base, kappa
+    base, kappa, latent
         tensors: ``(R, d)`` log profiles the rows of cells depart from and the Dirichlet
-        concentration.
-    latent
-        the lattice latent holding the cells (:func:`~privinfer.pymc.lattice_latent`).
+        concentration; the lattice latent holding the cells (:func:`~privinfer.pymc.lattice_latent`).
     grid, code
-        ``(R, d)`` cell indices of every row (each a Dirichlet-multinomial); ``(d,)`` category
-        (0..K-1) of every column.
+        ``(R, d)`` cell indices of every row (each a Dirichlet-multinomial); ``(d,)`` category of every column.
     members
         ``(R,)`` the unit (0..U-1) of every row of ``grid``: a unit's departure enters all its
         rows (a county's walk, each of its tracts' cells, with each tract's own base); every unit
@@ -268,6 +279,10 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     lump
         ``(n,)`` booleans, fixed: the small cells the carried update moves by their quantiles
         (:mod:`privinfer.pymc.walk_carry`, "Small cells").  None: none.  Needs ``carry``.
+    parent
+        the raw increments of the parents' walk (registered too; a county's under its tracts'): its
+        unit ``g`` the parent of group ``g``, its departures in ``base`` with the same ``code``, order
+        and spacing, for ``WalkGibbs(cousins=...)``.  None: none.  Needs ``groups``.
     """
     model = pm.modelcontext(model)
     grid = np.asarray(grid, dtype=np.int64)
@@ -279,13 +294,11 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
     members = checked_members(members, grid.shape[0], U)
     if K1 is None or code.min() != 0 or code.max() != K1:
         raise ValueError("code must take every category 0..K-1 (K - 1 = the number of step scales)")
-    if exponents is not None:
-        exponents = np.asarray(exponents, dtype=float)
-        if exponents.shape != (U, K1) or np.any((exponents < 0) | (exponents > 1)):
-            raise ValueError("exponents must be a (units, K-1) array in [0, 1]")
+    exponents = _checked_exponents(exponents, U, K1)
     spacing = _checked_spacing(order, spacing, K1)
     groups, carry, carry_units, sizes = _checked_units(groups, carry, carry_units, sizes, U, grid.size)
     mix_dof, lump = None if mix is None else _checked_mix_var(mix, U, K1), _checked_lump(lump, carry, grid.size)
+    parent = _checked_parent(parent, groups, increments)
     dof, scale = scale_prior(scales)
     if not np.isclose(scale, float(prior_scale), rtol=1e-9, atol=0.0):
         raise ValueError(f"prior_scale={float(prior_scale):g} differs from the scale {scale:g} of the prior of "
@@ -294,9 +307,27 @@ def register_walk(*, scales, increments, prior_scale: float, base, kappa, weight
                     kappa=kappa, weights=weights, latent=latent.name, grid=grid, code=code,
                     groups=groups, exponents=exponents, carry=carry, order=int(order),
                     spacing=spacing, members=members, carry_units=carry_units, sizes=sizes,
-                    mix=None if mix is None else mix.name, mix_dof=mix_dof, lump=lump)
+                    mix=None if mix is None else mix.name, mix_dof=mix_dof, lump=lump,
+                    parent=parent)
     _record(model, info, [scales, increments] + ([] if mix is None else [mix]))
     return info
+
+
+def _checked_parent(parent, groups, increments):
+    """``register_walk``'s ``parent``: None or another walk's increments, with ``groups``; its name."""
+    if parent is not None and (groups is None or parent is increments):
+        raise ValueError("parent needs sibling groups (groups=...) and must be another walk's increments")
+    return None if parent is None else parent.name
+
+
+def _checked_exponents(exponents, U: int, K1: int):
+    """``register_walk``'s ``exponents``: None or a ``(U, K1)`` float array in [0, 1], or a one-line error."""
+    if exponents is None:
+        return None
+    exponents = np.asarray(exponents, dtype=float)
+    if exponents.shape != (U, K1) or np.any((exponents < 0) | (exponents > 1)):
+        raise ValueError("exponents must be a (units, K-1) array in [0, 1]")
+    return exponents
 
 
 def _record(model, info: WalkInfo, variables) -> None:
@@ -586,6 +617,13 @@ class WalkGibbs(ArrayStepShared):
         groups of three or more, for a walk registered with carry fractions, ``sizes`` and sibling
         groups, one row of cells per unit and no ``mix``; None (default): :data:`ALONE_SMALL`
         where the walk allows the move, else off; 0: off.
+    cousins
+        the units moved alone, their parent's walk taking up the change and a cousin's parent
+        giving it back (module docstring, step 2; :mod:`privinfer.pymc.walk_cousin`): those under
+        this fraction of the median size in sibling groups of two or more whose parent has a
+        sibling, for a walk registered with carry fractions, ``sizes``, sibling groups and a
+        ``parent`` walk, one row of cells per unit and no ``mix``; None (default):
+        :data:`COUSINS_SMALL` where the walk allows the move, else off; 0: off.
     model, initial_point, rng, blocked, compile_kwargs
         as for PyMC step methods.
 
@@ -619,7 +657,8 @@ class WalkGibbs(ArrayStepShared):
     default_blocked = True
     stats_dtypes_shapes = {"walk_accept": (np.float64, []), "walk_scale_evals": (np.float64, []),
                            "walk_scale_accept": (np.float64, []), "walk_carry_evals": (np.float64, []),
-                           "walk_collapse_accept": (np.float64, []), "walk_alone_evals": (np.float64, [])}
+                           "walk_collapse_accept": (np.float64, []), "walk_alone_evals": (np.float64, []),
+                           "walk_cousin_evals": (np.float64, [])}
 
     def __new__(cls, *args, **kwargs):
         """One step method per walk: the variables of several registered walks (``pm.sample()``
@@ -637,7 +676,7 @@ class WalkGibbs(ArrayStepShared):
 
     def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", carry_directions=CARRY_DIRECTIONS,
                  slice_steps: int = SLICE_STEPS, scale_surrogate: bool = True, scale_carry: int = SCALE_CARRY,
-                 collapse=None, alone=None, model=None, initial_point=None, rng=None, blocked: bool = True,
+                 collapse=None, alone=None, cousins=None, model=None, initial_point=None, rng=None, blocked: bool = True,
                  compile_kwargs=None):
         model = pm.modelcontext(model)
         info = _walk_info(model, vars)
@@ -687,7 +726,10 @@ class WalkGibbs(ArrayStepShared):
         self.collapse, self._collapse_rows = self._checked_collapse(collapse)
         self._alone = self._checked_alone(alone)
         self.alone_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
+        self._cousins, self._parent = self._checked_cousins(cousins, model)
+        self.cousin_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
         self._cells_out = None
+        self._parent_now = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
     def _carries_one_row_per_unit(self) -> bool:
@@ -722,6 +764,7 @@ class WalkGibbs(ArrayStepShared):
         self.width = np.full(self.width.size, SLICE_WIDTH)
         self.carry_width = np.full(self.carry_width.size, CARRY_WIDTH)
         self.alone_width = np.full(self.alone_width.size, CARRY_WIDTH)
+        self.cousin_width = np.full(self.cousin_width.size, CARRY_WIDTH)
         self.carry_scale_width = np.full(self.width.size, SLICE_WIDTH)
         self.n_tunes = 0.0
 
@@ -735,11 +778,19 @@ class WalkGibbs(ArrayStepShared):
         return (width * self.n_tunes + moved) / (self.n_tunes + 1.0)
 
     def step(self, point):
-        """PyMC's step, then the cells moved by the carried update written into the point."""
+        """PyMC's step, then the cells moved by the carried update (and the parent walk's raw
+        increments moved by the move against cousins) written into the point."""
+        if self._parent is not None:
+            _, scales_name, inc_name = self._parent
+            self._parent_now = (np.exp(np.asarray(point[scales_name], dtype=float)),
+                                np.array(point[inc_name], dtype=float))
         new_point, stats = super().step(point)
         if self._cells_out is not None:
             new_point[self._latent_name] = self._cells_out.astype(np.asarray(point[self._latent_name]).dtype)
             self._cells_out = None
+        if self._parent is not None:
+            new_point[self._parent[2]] = self._parent_now[1].astype(np.asarray(point[self._parent[2]]).dtype)
+            self._parent_now = None
         return new_point, stats
 
     @classmethod
@@ -800,6 +851,61 @@ class WalkGibbs(ArrayStepShared):
             self.alone_width = self._running_mean(self.alone_width, moved, CARRY_WIDTH)
         return evals
 
+    def _checked_cousins(self, cousins, model):
+        """The units :func:`~privinfer.pymc.walk_cousin.cousin_update` moves (``cousins``: a
+        fraction of the median unit size; None: :data:`COUSINS_SMALL` where the walk allows the
+        move, else none) and the parent walk ``(info, scales' value name, increments' value
+        name)`` (None without the move); a one-line error for a fraction asked of a walk that does
+        not allow it, or a parent walk that does not match."""
+        info = self.info
+        none = np.zeros(0, dtype=np.int64), None
+        if cousins is not None and not (np.isfinite(cousins) and cousins >= 0):
+            raise ValueError("cousins must be None or a fraction of the median unit size >= 0")
+        fits = self._carries_one_row_per_unit() and info.mix is None and info.parent is not None
+        if cousins == 0 or (cousins is None and (not fits or not COUSINS_SMALL)):
+            return none
+        if not fits:
+            raise ValueError(f"cousins needs the walk '{info.increments}' registered with carry fractions, sizes, "
+                             "sibling groups and a parent walk, one row of cells per unit (no members, no mix)")
+        parent = model_registry(model)["walks"].get(info.parent)
+        if parent is None:
+            raise ValueError(f"the parent walk '{info.parent}' of '{info.increments}' is not registered")
+        G = _n_units(model[parent.increments])
+        same = (np.array_equal(parent.code, info.code) and parent.order == info.order
+                and (parent.spacing is None) == (info.spacing is None)
+                and (info.spacing is None or np.allclose(parent.spacing, info.spacing)))
+        if parent.mix is not None or not same or G <= int(info.groups.max()):
+            raise ValueError(f"the parent walk '{info.parent}' must share the code, order and spacing of "
+                             f"'{info.increments}', have one unit per group and no mix")
+        units = alone_units(info.groups, info.sizes, COUSINS_SMALL if cousins is None else float(cousins), least=2)
+        units = units[cousin_weights(info.groups, parent.groups)[units] > 0]
+        if not units.size:
+            return none
+        return units, (parent, model.rvs_to_values[model[parent.scales]].name,
+                       model.rvs_to_values[model[parent.increments]].name)
+
+    def _moved_cousins(self, cells, res, base, eta, delta, sigma, kappa) -> int:
+        """Every unit of :meth:`_checked_cousins` moved alone against a cousin, its parent's walk
+        taking up the change (:mod:`privinfer.pymc.walk_cousin`): ``cells``, ``res``, ``base``,
+        ``eta``, ``delta`` and the parent walk's raw increments (written into the point by
+        :meth:`step`) in place; its warm-up tuning.  Returns its density evaluations."""
+        if not self._cousins.size:
+            return 0
+        info = self.info
+        rows = self._rows
+        parent_sigma, parent_delta = self._parent_now
+        k = None if self.carry_directions is None else min(self.carry_directions, self._carry_dirs.shape[0])
+        evals, moved = cousin_update(self.rng, cells, res, self.rng.permutation(self._cousins), grid=info.grid,
+                                     code=info.code, base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
+                                     groups=info.groups, parent_delta=parent_delta, parent_sigma=parent_sigma,
+                                     parent_groups=self._parent[0].groups, carry=info.carry, row_ptr=rows.row_ptr,
+                                     rows=rows.rows, w=rows.w, directions=self._carry_dirs, widths=self.cousin_width,
+                                     per_unit=k, walk_order=info.order, spacing=info.spacing, steps=self.slice_steps,
+                                     lump=info.lump)
+        if self.tune:
+            self.cousin_width = self._running_mean(self.cousin_width, moved, CARRY_WIDTH)
+        return evals
+
     def _collapsed(self, cells, res, base, eta, delta, sigma, kappa, mix) -> float:
         """The collapsed move (module docstring, step 2) of ``cells``, ``res``, ``eta`` and
         ``delta`` in place.  Returns its acceptance rate (nan: no pair)."""
@@ -850,7 +956,7 @@ class WalkGibbs(ArrayStepShared):
         base, kappa, x = self._inputs_fn()
         info = self.info
         X = np.asarray(x, dtype=float)[info.grid]
-        base = np.asarray(base, dtype=float)
+        base = np.array(base, dtype=float)          # a copy: the move against cousins shifts its rows
         kappa = float(kappa)
         groups = info.groups
         eta = centred(delta, groups)
@@ -865,7 +971,7 @@ class WalkGibbs(ArrayStepShared):
                               info.members, mode=self.tune and self.n_tunes == 0, mix=mix)
             accepted += int(acc.sum())
             moves += acc.size
-        carry_evals, alone_evals, cells, collapse_acc = 0, 0, None, float("nan")
+        carry_evals, alone_evals, cousin_evals, cells, collapse_acc = 0, 0, 0, None, float("nan")
         if self._rows is not None:
             cells = np.array(x, dtype=np.int64)
             res = self._rows.residuals(cells, self._y)
@@ -873,6 +979,7 @@ class WalkGibbs(ArrayStepShared):
             carry_evals = self._carried(cells, res, base, eta, delta, sigma, kappa, mix)
             alone_evals = self._moved_alone(cells, res, base, eta, delta, sigma, kappa)
             collapse_acc = self._collapsed(cells, res, base, eta, delta, sigma, kappa, mix)
+            cousin_evals = self._moved_cousins(cells, res, base, eta, delta, sigma, kappa)
             X = cells.astype(float)[info.grid]
         if groups is not None:
             delta = refresh_group_means(self.rng, delta, groups, sigma, mix)
@@ -896,5 +1003,6 @@ class WalkGibbs(ArrayStepShared):
             point[self._mix_name] = np.log(mix)
         stats = {"walk_accept": accepted / moves if moves else float("nan"), "walk_scale_evals": float(evals),
                  "walk_scale_accept": scale_acc / sigma.size, "walk_carry_evals": float(carry_evals),
-                 "walk_collapse_accept": collapse_acc, "walk_alone_evals": float(alone_evals)}
+                 "walk_collapse_accept": collapse_acc, "walk_alone_evals": float(alone_evals),
+                 "walk_cousin_evals": float(cousin_evals)}
         return DictToArrayBijection.map(point), [stats]

@@ -54,11 +54,12 @@ __all__ = ["alone_units", "alone_update", "SIBLINGS"]
 SIBLINGS = 8
 
 
-def alone_units(groups, sizes, fraction: float) -> np.ndarray:
+def alone_units(groups, sizes, fraction: float, least: int = 3) -> np.ndarray:
     """The units whose profile :func:`alone_update` moves: those under ``fraction`` of the
     median of ``sizes`` (fixed, e.g. the units' estimated totals) in sibling groups of at least
-    three units (in a group of two the move is the pair move).  A function of fixed data, so the
-    update stays exact."""
+    ``least`` units (3: in a group of two the move is the pair move; the move against a cousin,
+    :mod:`privinfer.pymc.walk_cousin`, takes 2).  A function of fixed data, so the update stays
+    exact."""
     groups = np.asarray(groups, dtype=np.int64)
     sizes = np.asarray(sizes, dtype=float)
     if sizes.shape != groups.shape:
@@ -66,7 +67,7 @@ def alone_units(groups, sizes, fraction: float) -> np.ndarray:
     if not (np.isfinite(fraction) and fraction >= 0):
         raise ValueError("fraction must be a finite number >= 0")
     J = np.bincount(groups)[groups]
-    return np.flatnonzero((sizes < fraction * np.median(sizes)) & (J >= 3))
+    return np.flatnonzero((sizes < fraction * np.median(sizes)) & (J >= least))
 
 
 def alone_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, kappa, groups, carry, row_ptr, rows,

@@ -1,0 +1,146 @@
+r"""One unit's profile moved alone, its parent's walk taking up the change and a cousin's parent
+giving it back: a kernel of :class:`~privinfer.pymc.WalkGibbs` (an exact update).
+
+Why.  Sibling units' increments are centred, :math:`\eta_v = \delta_v - \bar\delta_{g(v)}`, so
+a parent's log profile is the mean of its children's and no move of one walk alone changes one
+unit's profile alone: the pair moves and the carried update move a sibling the other way, the
+move against several siblings (:mod:`privinfer.pymc.walk_alone`) moves several by a share each.
+Where the unit's cells are set by its profile more than by their measurements (a small tract's
+old-age cells) and its siblings' cells are pinned by theirs, the siblings hold the move back.
+That is the slowest direction left on Kentucky's tracts: small tracts whose ages depart far from
+their county's (campuses; shares 65+ of 1.5-4.3% against 11-17%), their old-age cells' 20-draw
+means correlated 0.7-0.9 with their county's profile (``benchmarks/bench_hierarchy_model.py``,
+``print_slow_profiles``) -- the unit's profile and its parent's mean moving together.
+
+The move.  With a parent walk (the units' parents' own centred walk, entering every unit's base
+profile; a county's walk under its tracts'), unit ``u`` in parent ``g`` of ``J`` units, a cousin
+``w`` in another parent ``h`` (of ``J'`` units, the same grandparent) and a direction ``D``,
+in raw increments, with :math:`a = \Delta D / J`:
+
+.. math:: \delta_u \mathrel{+}= (J - 1)a,\quad \delta_s \mathrel{-}= a\ (s \ne u \text{ in } g),\quad
+          \delta^{\mathrm{pa}}_g \mathrel{+}= a,\quad \delta^{\mathrm{pa}}_h \mathrel{-}= a,\quad
+          \delta_w \mathrel{-}= (J' - 1)a,\quad \delta_t \mathrel{+}= a\ (t \ne w \text{ in } h).
+
+Every group's mean raw increment is kept (the parents' too), so every centred increment moves as
+its raw one; the profiles follow: ``u``'s by :math:`+J a = \Delta D` (its parent's :math:`+a`
+and its own :math:`+(J-1)a`), its siblings' not at all (:math:`+a - a`), ``w``'s by :math:`-J'a`
+and its siblings' not at all.  So only ``u``'s and ``w``'s cells see the move: ``u``'s profile
+moves alone while ``w``'s moves by :math:`J'/J` of it -- little when ``w`` has few siblings
+(:func:`cousin_weights` draws cousins in proportion to :math:`1/J'^2`, the resistance of a pinned
+cousin's cells).  The density of :math:`\Delta` holds the Gaussian priors of every raw increment
+that moves (siblings, both parents: a quadratic in :math:`\Delta`, each term :math:`p_j(\delta_j +
+c_j\Delta D)^2` with ``c`` the coefficients above over ``J``, summed into
+:math:`A(\bar d + \Delta D)^2` plus a constant, :math:`A = \sum_j p_j c_j^2`, :math:`A\bar d =
+\sum_j p_j c_j\delta_j` per coordinate), ``u``'s and ``w``'s Dirichlet-multinomials and the exact
+measurement term, both units' cells carried along (:mod:`privinfer.pymc.walk_carry`: ancillary
+coordinates :math:`\xi = x - h(\theta)`, the small cells by their quantiles); :math:`\Delta` is
+slice sampled: one pair of the compiled carried update on two pseudo-units (``u``'s row with its
+profile as base, every prior term on it; ``w``'s row moved by :math:`-J'/J` of it, no prior
+term).  Exact whatever the units, cousins and directions, as long as their choice does not depend
+on the chain's state (:func:`~privinfer.pymc.walk_alone.alone_units`: fixed sizes; cousins drawn
+afresh with fixed weights).  Each evaluation reads two units' cells, as a pair move's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .walk_carry import CARRY_STEPS, carried_update
+from .walk_kernel import prior_precisions, walk_offsets
+
+__all__ = ["cousin_weights", "cousin_update"]
+
+
+def cousin_weights(groups, parent_groups=None) -> np.ndarray:
+    """Every unit's weight as a cousin (:func:`cousin_update`): :math:`1/J^2`, ``J`` the size of its
+    group (``groups`` ``(U,)``), for units whose group has a sibling group under the same
+    grandparent (``parent_groups`` ``(G,)``, the groups' own groups; None: one); 0 otherwise.
+    Fixed data, so the update stays exact."""
+    groups = np.asarray(groups, dtype=np.int64)
+    J = np.bincount(groups)
+    G = J.size
+    top = np.zeros(G, dtype=np.int64) if parent_groups is None else np.asarray(parent_groups, dtype=np.int64)
+    if top.shape != (G,):
+        raise ValueError(f"parent_groups must give one group to each of the {G} parents")
+    n_parents = np.bincount(top[J > 0])
+    return np.where(n_parents[top[groups]] >= 2, 1.0 / J[groups].astype(float) ** 2, 0.0)
+
+
+def _prior_fold(delta, parent_delta, prec, parent_prec, u, sib_u, g, w, sib_w, h, J, Jw):
+    r"""The move's prior terms as one Gaussian in :math:`\Delta` (module docstring): the raw
+    increment :math:`\bar d` and precision :math:`A` per coordinate."""
+    terms = [(delta[u], (J - 1.0) / J, prec), (parent_delta[g], 1.0 / J, parent_prec),
+             (parent_delta[h], -1.0 / J, parent_prec), (delta[w], -(Jw - 1.0) / J, prec)]
+    terms += [(delta[s], -1.0 / J, prec) for s in sib_u] + [(delta[t], 1.0 / J, prec) for t in sib_w]
+    A = sum(p * c * c for _, c, p in terms)
+    B = sum(p * c * d for d, c, p in terms)
+    return B / A, A
+
+
+def cousin_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, kappa, groups, parent_delta,
+                  parent_sigma, carry, row_ptr, rows, w, parent_groups=None, directions=None, widths=0.2,
+                  per_unit=None, walk_order: int = 1, spacing=None, steps: int = CARRY_STEPS,
+                  lump=None) -> tuple[int, np.ndarray]:
+    """One move (module docstring) of each unit in ``units``, in turn, against a cousin drawn with
+    :func:`cousin_weights`, along ``per_unit`` directions drawn at random without replacement
+    (None: all).
+
+    ``x`` (int64, n), ``res = y - Bx``, ``eta`` (centred increments ``(U, K-1)``), ``delta`` (raw),
+    ``parent_delta`` (the parent walk's raw increments ``(G, K-1)``, its units the groups'
+    indices) and ``base`` ``(U, d)`` (the units' base log profiles, which hold the parent walk's
+    offsets: the rows of both parents' units follow its change) are updated in place; ``sigma``
+    and ``parent_sigma`` ``(K-1,)`` the two walks' step scales (the parent walk's ``code``, order
+    and spacing the same as this one's); ``parent_groups`` ``(G,)`` the parents' sibling groups
+    (None: one); ``grid`` ``(U, d)`` every unit's cells (one row per unit); the rest as for
+    :func:`~privinfer.pymc.walk_alone.alone_update`.  Returns the density evaluations and the
+    mean ``|Delta|`` per direction (nan where none moved)."""
+    grid = np.asarray(grid, dtype=np.int64)
+    groups = np.asarray(groups, dtype=np.int64)
+    K1 = delta.shape[1]
+    if parent_delta.ndim != 2 or parent_delta.shape[1] != K1 or parent_delta.shape[0] <= groups.max(initial=-1):
+        raise ValueError(f"parent_delta must be (parents, {K1}), one row per group of the units")
+    weights = cousin_weights(groups, parent_groups)
+    top = np.zeros(parent_delta.shape[0], dtype=np.int64) if parent_groups is None else np.asarray(parent_groups)
+    dirs = np.eye(K1) if directions is None else np.asarray(directions, dtype=float)
+    prec, parent_prec = prior_precisions(sigma, None, None), prior_precisions(parent_sigma, None, None)
+    J_of = np.bincount(groups)
+    moved = np.zeros(dirs.shape[0])
+    used = np.zeros(dirs.shape[0])
+    evals = 0
+    for u in np.asarray(units, dtype=np.int64):
+        g = groups[u]
+        if J_of[g] < 2:
+            raise ValueError("a unit moved against a cousin needs a sibling (an only child has no departure)")
+        pool = np.where((groups != g) & (top[groups] == top[g]), weights, 0.0)
+        if not pool.sum() > 0:
+            raise ValueError("a unit moved against a cousin needs a parent with a sibling")
+        cw = rng.choice(pool.size, p=pool / pool.sum())
+        h = groups[cw]
+        J, Jw = float(J_of[g]), float(J_of[h])
+        sib_u = np.flatnonzero((groups == g) & (np.arange(groups.size) != u))
+        sib_w = np.flatnonzero((groups == h) & (np.arange(groups.size) != cw))
+        d_bar, A = _prior_fold(delta, parent_delta, prec, parent_prec, u, sib_u, g, cw, sib_w, h, J, Jw)
+        pair = np.array([u, cw])
+        p_base = base[pair] + walk_offsets(eta[pair], code, walk_order, spacing)
+        p_eta = np.zeros((2, K1))
+        p_delta = np.stack([d_bar, np.zeros(K1)])
+        p_prec = np.stack([A, np.zeros(K1)])
+        n, step_sizes = carried_update(rng, x, res, (np.array([0]), np.array([1])), grid=grid[pair], code=code,
+                                       base=p_base, eta=p_eta, delta=p_delta, sigma=sigma, kappa=kappa, carry=carry,
+                                       row_ptr=row_ptr, rows=rows, w=w, directions=dirs, widths=widths,
+                                       per_pair=per_unit, walk_order=walk_order, spacing=spacing, steps=steps,
+                                       lump=lump, coefficients=-Jw / J, precisions=p_prec)
+        evals += n
+        done = np.isfinite(step_sizes)
+        moved[done] += step_sizes[done]
+        used[done] += 1.0
+        a = p_eta[0] / J                    # Delta * D summed over the directions moved, over J
+        for units_of, shift in ((np.r_[u], (J - 1.0) * a), (sib_u, -a), (np.r_[cw], -(Jw - 1.0) * a), (sib_w, a)):
+            delta[units_of] += shift
+            eta[units_of] += shift
+        parent_delta[g] += a
+        parent_delta[h] -= a
+        off = walk_offsets(a[None, :], code, walk_order, spacing)[0]
+        base[groups == g] += off
+        base[groups == h] -= off
+    return evals, np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
