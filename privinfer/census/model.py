@@ -116,7 +116,10 @@ Laplace approximation of their exact conditional, then moved again with the cell
 prior in it, ``v_m`` its GLS variance; :mod:`privinfer.pymc.walk_carry`; a tract's cells
 estimated under ``quantile_carry`` instead lumped, their sum shifted and the cells themselves
 following the Dirichlet-multinomial's quantile map, so a cell at 0 stays at 0 as its expected
-count falls), and the step scales by
+count falls), each small tract's profile moved alone against a cousin in another county, the
+counties' walk taking up the change (the tracts' walk is registered with the counties' as its
+``parent``; :mod:`privinfer.pymc.walk_cousin`: centred walks otherwise hold a small tract's
+profile to its county's), and the step scales by
 an exact generalized inverse Gaussian draw interwoven with a transport slice update (slice
 sampled on the cells' quadratic expansions, each scale's proposal then accepted or refused by
 the exact target: delayed acceptance, exact); NUTS for
