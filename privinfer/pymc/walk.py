@@ -559,6 +559,7 @@ class WalkGibbsState(StepMethodState):
     carry_width: np.ndarray
     carry_scale_width: np.ndarray
     alone_width: np.ndarray
+    cousin_width: np.ndarray
     scale_ref: np.ndarray
     tune: bool
     n_tunes: float
