@@ -212,7 +212,8 @@ def test_walk_gibbs_moves_units_against_cousins_where_the_walk_allows_it():
 
 def test_a_parent_walk_must_be_another_walk_that_matches():
     # register_walk: a parent needs sibling groups and must be another walk's increments;
-    # WalkGibbs: the parent walk must be registered and share the code, order and spacing
+    # WalkGibbs: the parent walk must be registered, share the code, order and spacing, and be
+    # centred (its prior is folded into the move's density as N(0, scales^2) raw increments)
     import dataclasses
 
     import pymc as pm
@@ -237,9 +238,11 @@ def test_a_parent_walk_must_be_another_walk_that_matches():
     model, _ = _tract_model()
     walks = model_registry(model)["walks"]
     tract_walk = [model["step_scale_age"], model["step_tract_age"]]
-    walks["step_county_age"] = dataclasses.replace(walks["step_county_age"], order=1)
-    with model, pytest.raises(ValueError, match="^the parent walk 'step_county_age' must share the code, order"):
-        WalkGibbs(vars=tract_walk, cousins=0.5)
+    county = walks["step_county_age"]
+    for changed in (dict(order=1), dict(weights=np.full((3, county.code.max()), 0.5))):
+        walks["step_county_age"] = dataclasses.replace(county, **changed)
+        with model, pytest.raises(ValueError, match="^the parent walk 'step_county_age' must share the code, order"):
+            WalkGibbs(vars=tract_walk, cousins=0.5)
     walks["step_tract_age"] = dataclasses.replace(walks["step_tract_age"], parent="p")
     with model, pytest.raises(ValueError, match="^the parent walk 'p' of 'step_tract_age' is not registered$"):
         WalkGibbs(vars=tract_walk, cousins=0.5)

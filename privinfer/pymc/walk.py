@@ -887,9 +887,10 @@ class WalkGibbs(ArrayStepShared):
         same = (np.array_equal(parent.code, info.code) and parent.order == info.order
                 and (parent.spacing is None) == (info.spacing is None)
                 and (info.spacing is None or np.allclose(parent.spacing, info.spacing)))
-        if parent.mix is not None or not same or G <= int(info.groups.max()):
+        weights = parent.weights.eval() if hasattr(parent.weights, "eval") else parent.weights
+        if parent.mix is not None or not same or G <= int(info.groups.max()) or np.any(np.asarray(weights) != 0):
             raise ValueError(f"the parent walk '{info.parent}' must share the code, order and spacing of "
-                             f"'{info.increments}', have one unit per group and no mix")
+                             f"'{info.increments}', have one unit per group, no mix and centred increments")
         units = alone_units(info.groups, info.sizes, COUSINS_SMALL if cousins is None else float(cousins), least=2)
         units = units[cousin_weights(info.groups, parent.groups)[units] > 0]
         if not units.size:
