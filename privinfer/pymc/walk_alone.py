@@ -46,7 +46,7 @@ import numpy as np
 from .walk_carry import CARRY_STEPS, carried_update
 from .walk_kernel import prior_precisions, walk_offsets
 
-__all__ = ["alone_units", "alone_update", "SIBLINGS"]
+__all__ = ["alone_units", "alone_update", "pseudo_pair_update", "SIBLINGS"]
 
 #: The most siblings a unit moves against (:func:`alone_update`): each evaluation of the move's
 #: density reads their cells, so the cost grows with their number while the resistance falls
@@ -68,6 +68,26 @@ def alone_units(groups, sizes, fraction: float, least: int = 3) -> np.ndarray:
         raise ValueError("fraction must be a finite number >= 0")
     J = np.bincount(groups)[groups]
     return np.flatnonzero((sizes < fraction * np.median(sizes)) & (J >= least))
+
+
+def pseudo_pair_update(rng, x, res, grid, members, base, delta, precisions, coefficient, moved, used,
+                       **kernel) -> tuple[int, np.ndarray]:
+    """One pair of :func:`~privinfer.pymc.walk_carry.carried_update` on two pseudo-units (unit 0
+    and unit 1 of ``members``, the rows of ``grid``; None: one row each) whose walks are folded
+    into the rows' base profiles ``base``: their raw increments ``delta`` ``(2, K-1)`` with prior
+    precisions ``precisions``, the second moved by ``coefficient`` times the first's move.
+    ``kernel``: ``carried_update``'s other keywords (``directions`` included).  ``x`` and ``res``
+    in place; each direction's ``|Delta|`` added to ``moved`` and a count to ``used``.  Returns
+    the density evaluations and the first pseudo-unit's move, :math:`\Delta D` summed over the
+    directions moved."""
+    p_eta = np.zeros_like(delta)
+    n, step_sizes = carried_update(rng, x, res, (np.array([0]), np.array([1])), grid=grid, base=base, eta=p_eta,
+                                   delta=delta, members=members, coefficients=coefficient, precisions=precisions,
+                                   **kernel)
+    done = np.isfinite(step_sizes)
+    moved[done] += step_sizes[done]
+    used[done] += 1.0
+    return n, p_eta[0]
 
 
 def alone_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, kappa, groups, carry, row_ptr, rows,
@@ -103,20 +123,13 @@ def alone_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, kap
         m = S.size
         rows_of = np.concatenate([[u], S])
         p_base = base[rows_of] + walk_offsets(eta[rows_of], code, walk_order, spacing)
-        p_eta = np.zeros((2, K1))
         p_delta = np.stack([delta[u], delta[S].mean(axis=0)])
         p_prec = np.stack([prec, m * prec])
-        members = np.r_[0, np.ones(m, dtype=np.int64)]
-        n, step_sizes = carried_update(rng, x, res, (np.array([0]), np.array([1])), grid=grid[rows_of], code=code,
-                                       base=p_base, eta=p_eta, delta=p_delta, sigma=sigma, kappa=kappa, carry=carry,
-                                       row_ptr=row_ptr, rows=rows, w=w, directions=dirs, widths=widths,
-                                       per_pair=per_unit, walk_order=walk_order, spacing=spacing, steps=steps,
-                                       members=members, lump=lump, coefficients=-1.0 / m, precisions=p_prec)
+        n, step = pseudo_pair_update(rng, x, res, grid[rows_of], np.r_[0, np.ones(m, dtype=np.int64)], p_base,
+                                     p_delta, p_prec, -1.0 / m, moved, used, code=code, sigma=sigma, kappa=kappa,
+                                     carry=carry, row_ptr=row_ptr, rows=rows, w=w, directions=dirs, widths=widths,
+                                     per_pair=per_unit, walk_order=walk_order, spacing=spacing, steps=steps, lump=lump)
         evals += n
-        done = np.isfinite(step_sizes)
-        moved[done] += step_sizes[done]
-        used[done] += 1.0
-        step = p_eta[0]                     # Delta * D summed over the directions moved
         delta[u] += step
         eta[u] += step
         delta[S] -= step / m

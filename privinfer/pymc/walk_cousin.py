@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .walk_carry import CARRY_STEPS, carried_update
+from .walk_alone import pseudo_pair_update
+from .walk_carry import CARRY_STEPS
 from .walk_kernel import prior_precisions, walk_offsets
 
 __all__ = ["cousin_weights", "cousin_update"]
@@ -124,19 +125,13 @@ def cousin_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, ka
         d_bar, A = _prior_fold(delta, parent_delta, prec, parent_prec, u, sib_u, g, cw, sib_w, h, J, Jw)
         pair = np.array([u, cw])
         p_base = base[pair] + walk_offsets(eta[pair], code, walk_order, spacing)
-        p_eta = np.zeros((2, K1))
-        p_delta = np.stack([d_bar, np.zeros(K1)])
-        p_prec = np.stack([A, np.zeros(K1)])
-        n, step_sizes = carried_update(rng, x, res, (np.array([0]), np.array([1])), grid=grid[pair], code=code,
-                                       base=p_base, eta=p_eta, delta=p_delta, sigma=sigma, kappa=kappa, carry=carry,
-                                       row_ptr=row_ptr, rows=rows, w=w, directions=dirs, widths=widths,
-                                       per_pair=per_unit, walk_order=walk_order, spacing=spacing, steps=steps,
-                                       lump=lump, coefficients=-Jw / J, precisions=p_prec)
+        n, step = pseudo_pair_update(rng, x, res, grid[pair], None, p_base, np.stack([d_bar, np.zeros(K1)]),
+                                     np.stack([A, np.zeros(K1)]), -Jw / J, moved, used, code=code, sigma=sigma,
+                                     kappa=kappa, carry=carry, row_ptr=row_ptr, rows=rows, w=w, directions=dirs,
+                                     widths=widths, per_pair=per_unit, walk_order=walk_order, spacing=spacing,
+                                     steps=steps, lump=lump)
         evals += n
-        done = np.isfinite(step_sizes)
-        moved[done] += step_sizes[done]
-        used[done] += 1.0
-        a = p_eta[0] / J                    # Delta * D summed over the directions moved, over J
+        a = step / J                        # Delta * D summed over the directions moved, over J
         for units_of, shift in ((np.r_[u], (J - 1.0) * a), (sib_u, -a), (np.r_[cw], -(Jw - 1.0) * a), (sib_w, a)):
             delta[units_of] += shift
             eta[units_of] += shift
