@@ -32,6 +32,52 @@ def test_carry_shift_is_a_zero_sum_integer_vector_near_the_conditional_mean_shif
     assert np.array_equal(carry_shift(theta, N, np.zeros(d)), np.zeros(d, dtype=np.int64))
 
 
+def _shift_by_sorting(theta, N, r):
+    """h(theta) written out: floors of the centred shift, +1 on the largest remainders in the
+    order of a stable sort (ties to the lower index)."""
+    c = r * N * softmax(theta)
+    v = c - r * c.sum() / r.sum()
+    h = np.floor(v).astype(np.int64)
+    k = -h.sum()
+    h[np.argsort(-(v - np.floor(v)), kind="stable")[:k]] += 1
+    return h
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_carry_shift_rounds_by_the_largest_remainders_ties_to_the_lower_index(seed):
+    rng = np.random.default_rng(seed)
+    d = 46
+    for _ in range(200):
+        theta = rng.normal(0, 1, d)
+        # ties: repeated log shares and carry fractions give equal remainders
+        theta[rng.integers(0, d, 10)] = theta[0]
+        r = np.where(rng.random(d) < 0.5, 0.5, rng.random(d))
+        N = int(rng.integers(1, 5000))
+        np.testing.assert_array_equal(carry_shift(theta, N, r), _shift_by_sorting(theta, N, r))
+    theta = np.zeros(d)                      # every remainder equal: the lowest indices take the +1s
+    r = np.r_[np.ones(d - 1), 0.0]
+    np.testing.assert_array_equal(carry_shift(theta, 101, r), _shift_by_sorting(theta, 101, r))
+
+
+def test_log_factorials_grow_and_keep_their_values():
+    from scipy.special import gammaln
+
+    from privinfer.pymc.walk_carry import log_factorials
+    small = log_factorials(10).copy()
+    big = log_factorials(5000)
+    assert big.size == 5001 and not big.flags.writeable
+    np.testing.assert_array_equal(big, gammaln(np.arange(5001) + 1.0))
+    np.testing.assert_array_equal(log_factorials(10), small)
+
+
+def test_kernel_scratch_is_cleared_if_left_dirty():
+    from privinfer.pymc.walk_carry import _row_scratch
+    acc, mark, _ = _row_scratch(37)
+    acc[3], mark[5] = 2.0, True
+    acc2, mark2, _ = _row_scratch(37)
+    assert acc2 is acc and mark2 is mark and not acc.any() and not mark.any()
+
+
 # The tiny posterior.  Two sibling units (one group), two cells each, two categories (one
 # increment per unit, coded 0/1): unit profiles b_u + [0, eta_u], eta_1 = s, eta_2 = -s (the
 # centred increments of a pair; the raw ones are m + s and m - s with m fixed by pair moves),

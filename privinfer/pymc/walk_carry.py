@@ -125,9 +125,37 @@ def _softmax_terms(theta, out):
 
 
 @numba.njit(cache=True)
-def _shift(p, s, N, r, rsum, out, frac):
+def _kth_largest(a, k):
+    """The ``k``-th largest (0-based) of ``a``, which is permuted in place (Wirth's selection,
+    Wirth 1976, sec. 2.3.4: expected linear time, no allocation)."""
+    lo = 0
+    hi = a.size - 1
+    while lo < hi:
+        t = a[k]
+        i = lo
+        j = hi
+        while True:
+            while a[i] > t:
+                i += 1
+            while t > a[j]:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+            if i > j:
+                break
+        if j < k:
+            lo = i
+        if k < i:
+            hi = j
+    return a[k]
+
+
+@numba.njit(cache=True)
+def _shift(p, s, N, r, rsum, out, frac, sel):
     """h(theta) of one unit (module docstring) into ``out`` (int64), from its softmax terms ``p``
-    and their sum ``s`` (:func:`_softmax_terms`); ``frac`` scratch."""
+    and their sum ``s`` (:func:`_softmax_terms`); ``frac`` and ``sel`` scratch."""
     d = p.size
     tot = 0.0
     for i in range(d):
@@ -142,11 +170,26 @@ def _shift(p, s, N, r, rsum, out, frac):
         frac[i] = v - f
         k -= np.int64(f)
     # largest remainders: +1 on the k cells with the largest fractional parts (0 <= k <= d since
-    # the c~ sum to 0 up to rounding); ties broken by the (deterministic) sort order
-    if k > 0:
-        order = np.argsort(-frac, kind="mergesort")
-        for j in range(min(k, d)):
-            out[order[j]] += 1
+    # the c~ sum to 0 up to rounding), ties to the lower index (the order of a stable sort)
+    if k <= 0:
+        return
+    if k >= d:
+        for i in range(d):
+            out[i] += 1
+        return
+    for i in range(d):
+        sel[i] = frac[i]
+    t = _kth_largest(sel[:d], k - 1)
+    ties = k
+    for i in range(d):
+        if frac[i] > t:
+            ties -= 1
+    for i in range(d):
+        if frac[i] > t:
+            out[i] += 1
+        elif frac[i] == t and ties > 0:
+            out[i] += 1
+            ties -= 1
 
 
 @numba.njit(cache=True)
@@ -169,14 +212,14 @@ def _cat_shift(m, theta, N, lay, wk):
     """Row ``m``'s softmax terms (``pbuf``, returns their sum), its categories' terms ``pc``
     and their shift ``hbuf`` (module docstring, "Small cells")."""
     cat_of, ncat, rc, rcs = lay[0], lay[1], lay[2], lay[3]
-    pbuf, pc, hbuf, frac = wk[0], wk[1], wk[2], wk[3]
+    pbuf, pc, hbuf, frac, sel = wk[0], wk[1], wk[2], wk[3], wk[8]
     nc = ncat[m]
     s = _softmax_terms(theta, pbuf)
     for j in range(nc):
         pc[j] = 0.0
     for i in range(theta.size):
         pc[cat_of[m, i]] += pbuf[i]
-    _shift(pc[:nc], s, N, rc[m, :nc], rcs[m], hbuf[:nc], frac[:nc])
+    _shift(pc[:nc], s, N, rc[m, :nc], rcs[m], hbuf[:nc], frac[:nc], sel)
     return s
 
 
@@ -309,9 +352,9 @@ def _commit(Delta, D, u, v, ctx):
 
 @numba.njit(cache=True)
 def _work(d, K1, nmax):
-    """Work buffers: theta, level and ``wk`` = (pbuf, pc, hbuf, frac, xcat, xnew, buf, stk)."""
+    """Work buffers: theta, level and ``wk`` = (pbuf, pc, hbuf, frac, xcat, xnew, buf, stk, sel)."""
     wk = (np.empty(d), np.empty(d), np.empty(d, dtype=np.int64), np.empty(d), np.empty(d, dtype=np.int64),
-          np.empty(d, dtype=np.int64), np.empty(nmax + 1), np.empty((d + 2, 3), dtype=np.int64))
+          np.empty(d, dtype=np.int64), np.empty(nmax + 1), np.empty((d + 2, 3), dtype=np.int64), np.empty(d))
     return np.empty(d), np.empty(K1 + 1), wk
 
 
@@ -349,12 +392,9 @@ def _slice(f0, k, D, u, v, widths, steps, ctx):
 
 @numba.njit(cache=True)
 def _carried(pu, pv, cvs, dirs, order, widths, steps, grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, lay,
-             unit_ptr, unit_rows, x, res, row_ptr, rows, w, moved, used, lfact):
+             unit_ptr, unit_rows, x, res, row_ptr, rows, w, moved, used, lfact, acc, mark, touched):
     d = grid.shape[1]
     K1 = dirs.shape[1]
-    acc = np.zeros(res.size)
-    mark = np.zeros(res.size, dtype=np.bool_)
-    touched = np.empty(res.size, dtype=np.int64)
     theta, level, wk = _work(d, K1, lfact.size)
     xi = np.empty(grid.shape, dtype=np.int64)
     held = np.zeros(1)
@@ -394,6 +434,34 @@ def _carried(pu, pv, cvs, dirs, order, widths, steps, grid, code, worder, hs, ba
             used[k] += 1.0
             _commit(t, D, u, v, ctx)
     return evals
+
+
+_LOG_FACTORIALS = np.zeros(1)
+_SCRATCH: dict = {}
+
+
+def log_factorials(n: int) -> np.ndarray:
+    r""":math:`\log k!` for ``k = 0..n``: a read-only view of one table kept between calls and
+    grown as needed (its entries are ``gammaln(k + 1)`` whatever its length)."""
+    global _LOG_FACTORIALS
+    if _LOG_FACTORIALS.size <= n:
+        table = gammaln(np.arange(max(n + 1, 2 * _LOG_FACTORIALS.size)) + 1.0)
+        table.flags.writeable = False
+        _LOG_FACTORIALS = table
+    return _LOG_FACTORIALS[:n + 1]
+
+
+def _row_scratch(m: int) -> tuple:
+    """The kernel's per-measurement-row scratch ``(acc, mark, touched)`` for ``m`` rows, kept
+    between calls: a call leaves ``acc`` at 0 and ``mark`` False (every evaluation clears the rows
+    it touched), and they are cleared here should one ever have left them otherwise."""
+    got = _SCRATCH.get(m)
+    if got is None:
+        got = _SCRATCH[m] = (np.zeros(m), np.zeros(m, dtype=np.bool_), np.empty(m, dtype=np.int64))
+    elif got[1].any() or got[0].any():
+        got[0][:] = 0.0
+        got[1][:] = False
+    return got
 
 
 @numba.njit(cache=True)
@@ -446,7 +514,7 @@ def carry_shift(theta, N, r) -> np.ndarray:
     r = np.ascontiguousarray(r, dtype=float)
     out = np.empty(theta.size, dtype=np.int64)
     p = np.empty(theta.size)
-    _shift(p, _softmax_terms(theta, p), float(N), r, float(r.sum()), out, np.empty(theta.size))
+    _shift(p, _softmax_terms(theta, p), float(N), r, float(r.sum()), out, np.empty(theta.size), np.empty(theta.size))
     return out
 
 
@@ -556,17 +624,17 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
             raise ValueError(f"precisions must be {delta.shape[0]} x {delta.shape[1]} finite values >= 0")
     evals = _carried(pu, pv, cvs, dirs, order, wd, int(steps), grid, np.asarray(code, dtype=np.int64), int(walk_order),
                      hs, np.ascontiguousarray(base), eta, delta, inv_s2, float(kappa), N, lay, unit_ptr, unit_rows, x, res,
-                     row_ptr, rows, w, moved, used, gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0))
+                     row_ptr, rows, w, moved, used, log_factorials(int(N.max(initial=0))), *_row_scratch(res.size))
     return int(evals), np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
 
 
 @numba.njit(cache=True)
-def _rows_shifts(eta, members, grid, code, worder, hs, base, N, r, rsum, out, theta, level, hbuf, frac, pbuf):
+def _rows_shifts(eta, members, grid, code, worder, hs, base, N, r, rsum, out, theta, level, hbuf, frac, pbuf, sel):
     r"""The shift :math:`h_m(\theta_m(\eta))` of every row (module docstring) into ``out`` ``(R, d)``."""
     for m in range(grid.shape[0]):
         u = members[m]
         _profile(base[m], eta[u], 1.0, 0.0, eta[u], code, worder, hs, theta, level)
-        _shift(pbuf, _softmax_terms(theta, pbuf), float(N[m]), r[m], rsum[m], hbuf, frac)
+        _shift(pbuf, _softmax_terms(theta, pbuf), float(N[m]), r[m], rsum[m], hbuf, frac, sel)
         out[m] = hbuf
 
 
@@ -652,9 +720,9 @@ class CarriedCells:
         self._layout = carry_layout(grid, carry)
         self._meas = (row_ptr, rows, w)
         self._kappa = float(kappa)
-        self._lfact = gammaln(np.arange(N.max(initial=0) + 1.0) + 1.0)
+        self._lfact = log_factorials(int(N.max(initial=0)))
         self._density_work = _work(d, K1, self._lfact.size)
-        self._work = (np.empty(d), np.empty(K1 + 1), np.empty(d, dtype=np.int64), np.empty(d), np.empty(d))
+        self._work = (np.empty(d), np.empty(K1 + 1), np.empty(d, dtype=np.int64), np.empty(d), np.empty(d), np.empty(d))
         self._acc = (np.zeros(res.size), np.zeros(res.size, dtype=np.bool_), np.empty(res.size, dtype=np.int64))
         self.xi = np.asarray(x, dtype=np.int64)[grid] - self._shifts(eta)
 
