@@ -208,3 +208,39 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="spread"):
         measured_pair_sweeps(rng, np.array([2, 2, 2, 1]), Y, pairs, alpha=ALPHA, spread=0.0)
     assert SPREAD > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_moving_rows_leave_out_exactly_the_sums_a_block_keeping_move_cannot_change(seed):
+    from privinfer.lattice import MeasurementRows
+    rng = np.random.default_rng(seed)
+    n, m = 24, 30
+    blocks = rng.permutation(n)[:20].reshape(5, 4)          # 4 cells outside every block
+    Bd = (rng.random((m, n)) < 0.3).astype(float)
+    Bd[0] = 1.0                                             # the total
+    for r in range(1, 6):                                   # sums of whole blocks (and one block plus a loose cell)
+        Bd[r] = 0.0
+        Bd[r, blocks[rng.choice(5, size=2, replace=False)].ravel()] = 1.0
+    Bd[5, np.setdiff1d(np.arange(n), blocks)[0]] = 1.0
+    rows = MeasurementRows(sp.csr_matrix(Bd), np.ones(m))
+    row_ptr, kept = rows.moving_rows(blocks)
+    block_of = np.full(n, -1)
+    block_of[blocks.ravel()] = np.repeat(np.arange(5), 4)
+    for c in range(n):
+        want = [r for r in np.flatnonzero(Bd[:, c]) if block_of[c] < 0 or not Bd[r, blocks[block_of[c]]].all()]
+        np.testing.assert_array_equal(kept[row_ptr[c]:row_ptr[c + 1]], want)
+    # a move keeping every block's total: the left-out sums do not change, so residuals updated
+    # through the kept rows alone stay exact
+    x = rng.integers(0, 9, n)
+    y = rng.normal(0, 5, m).round()
+    res = rows.residuals(x, y)
+    x2 = x.copy()
+    for b in blocks:
+        x2[b] += rng.multinomial(6, np.ones(4) / 4) - rng.multinomial(6, np.ones(4) / 4)
+    for c in range(n):
+        res[kept[row_ptr[c]:row_ptr[c + 1]]] -= x2[c] - x[c]
+    np.testing.assert_array_equal(res, rows.residuals(x2, y))
+    with pytest.raises(ValueError, match="disjoint"):
+        rows.moving_rows(np.array([[0, 1], [1, 2]]))
+    with pytest.raises(ValueError, match="cell indices"):
+        rows.moving_rows(np.array([[0, n]]))

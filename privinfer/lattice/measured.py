@@ -320,6 +320,32 @@ class MeasurementRows:
         """``u = y - B x`` (float)."""
         return np.asarray(y, dtype=float) - self.B @ np.asarray(x, dtype=float)
 
+    def moving_rows(self, blocks) -> tuple[np.ndarray, np.ndarray]:
+        r"""The CSC pattern ``(row_ptr, rows)`` of the query matrix less the entries that a move
+        keeping the total of every block of cells cannot change: ``blocks`` ``(R, d)`` cell
+        indices, one block per row, disjoint.  A row holding every cell of a block changes by that
+        block's total, 0 under such a move, so the row is left out of the block's cells (a row's
+        residual :math:`y_r - (Bx)_r` updated through the entries kept stays exact); cells outside
+        the blocks keep all their rows.  For a tract hierarchy with tract blocks this drops the
+        tract, county and state totals from every cell: half of its rows."""
+        blocks = np.asarray(blocks, dtype=np.int64)
+        if blocks.ndim != 2 or blocks.size and (blocks.min() < 0 or blocks.max() >= self.n):
+            raise ValueError(f"blocks must be an (R, d) array of cell indices below {self.n}")
+        if np.bincount(blocks.ravel(), minlength=self.n).max(initial=0) > 1:
+            raise ValueError("blocks must be disjoint: a cell is in two blocks")
+        R, d = blocks.shape
+        block_of = np.full(self.n, -1, dtype=np.int64)
+        block_of[blocks.ravel()] = np.repeat(np.arange(R), d)
+        col = np.repeat(np.arange(self.n), np.diff(self.row_ptr))
+        b = block_of[col]
+        inside = b >= 0
+        # per entry, how many cells of its cell's block its row holds
+        _, at, held = np.unique(self.rows[inside] * R + b[inside], return_inverse=True, return_counts=True)
+        keep = ~inside
+        keep[inside] = held[at] < d
+        row_ptr = np.concatenate([[0], np.cumsum(np.bincount(col[keep], minlength=self.n))]).astype(np.int64)
+        return row_ptr, np.ascontiguousarray(self.rows[keep])
+
 
 class MeasuredPairs(MeasurementRows):
     r"""The static structure of the target (module docstring): measurement rows of every cell and

@@ -732,10 +732,16 @@ class WalkGibbs(ArrayStepShared):
         self._carry_dirs = directions_of_carry(K1, info.order)
         self.carry_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
         self._latent_name = model.rvs_to_values[model[info.latent]].name
-        self._rows = self._y = None
+        self._rows = self._y = self._moving = None
         if info.carry is not None:
             mech, self._y = latent_measurements(model, info.latent, "WalkGibbs (carried update)")
             self._rows = MeasurementRows(mech.matrix, mech.row_sigma)
+            # the moves that carry cells keep every row of the grid's total, so the sums holding
+            # all or none of each row's cells (a tract's, its county's, the state's total) never
+            # change under them: their kernels visit only the rest
+            disjoint = np.unique(info.grid).size == info.grid.size
+            self._moving = (self._rows.moving_rows(info.grid) if disjoint
+                            else (self._rows.row_ptr, self._rows.rows))
         self.collapse, self._collapse_rows = self._checked_collapse(collapse)
         self._alone = self._checked_alone(alone)
         self.alone_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
@@ -822,8 +828,8 @@ class WalkGibbs(ArrayStepShared):
         pairs, per_pair = carried_pairs(self.rng, info, delta.shape[0], self._carry_dirs.shape[0],
                                         self.carry_directions)
         evals, moved = carried_update(self.rng, cells, res, pairs, grid=info.grid, code=info.code, base=base, eta=eta,
-                                      delta=delta, sigma=sigma, kappa=kappa, carry=info.carry, row_ptr=rows.row_ptr,
-                                      rows=rows.rows, w=rows.w, directions=self._carry_dirs, widths=self.carry_width,
+                                      delta=delta, sigma=sigma, kappa=kappa, carry=info.carry, row_ptr=self._moving[0],
+                                      rows=self._moving[1], w=rows.w, directions=self._carry_dirs, widths=self.carry_width,
                                       walk_order=info.order, spacing=info.spacing, per_pair=per_pair,
                                       steps=self.slice_steps, members=info.members, mix=mix, lump=info.lump)
         if self.tune:
@@ -856,7 +862,7 @@ class WalkGibbs(ArrayStepShared):
         k = None if self.carry_directions is None else min(self.carry_directions, self._carry_dirs.shape[0])
         evals, moved = alone_update(self.rng, cells, res, self.rng.permutation(self._alone), grid=info.grid,
                                     code=info.code, base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
-                                    groups=info.groups, carry=info.carry, row_ptr=rows.row_ptr, rows=rows.rows,
+                                    groups=info.groups, carry=info.carry, row_ptr=self._moving[0], rows=self._moving[1],
                                     w=rows.w, directions=self._carry_dirs, widths=self.alone_width, per_unit=k,
                                     walk_order=info.order, spacing=info.spacing, steps=self.slice_steps,
                                     lump=info.lump)
@@ -912,8 +918,8 @@ class WalkGibbs(ArrayStepShared):
         evals, moved = cousin_update(self.rng, cells, res, self.rng.permutation(self._cousins), grid=info.grid,
                                      code=info.code, base=base, eta=eta, delta=delta, sigma=sigma, kappa=kappa,
                                      groups=info.groups, parent_delta=parent_delta, parent_sigma=parent_sigma,
-                                     parent_groups=self._parent[0].groups, carry=info.carry, row_ptr=rows.row_ptr,
-                                     rows=rows.rows, w=rows.w, directions=self._carry_dirs, widths=self.cousin_width,
+                                     parent_groups=self._parent[0].groups, carry=info.carry, row_ptr=self._moving[0],
+                                     rows=self._moving[1], w=rows.w, directions=self._carry_dirs, widths=self.cousin_width,
                                      per_unit=k, walk_order=info.order, spacing=info.spacing, steps=self.slice_steps,
                                      lump=info.lump)
         if self.tune:
@@ -953,7 +959,7 @@ class WalkGibbs(ArrayStepShared):
         before = np.log(sigma)
         sigma, delta, evals = scale_update_carried(
             self.rng, cells, res, base, delta, info.groups, sigma, kappa, grid=info.grid, code=info.code,
-            carry=info.carry, row_ptr=self._rows.row_ptr, rows=self._rows.rows, w=self._rows.w,
+            carry=info.carry, row_ptr=self._moving[0], rows=self._moving[1], w=self._rows.w,
             prior_scale=info.prior_scale, prior_dof=info.prior_dof, width=self.carry_scale_width, order=info.order,
             spacing=info.spacing, members=info.members, steps=self.slice_steps, coords=coords, mix=mix)
         if self.tune:
