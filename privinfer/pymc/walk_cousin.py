@@ -72,11 +72,15 @@ def cousin_weights(groups, parent_groups=None) -> np.ndarray:
 def _prior_fold(delta, parent_delta, prec, parent_prec, u, sib_u, g, w, sib_w, h, J, Jw):
     r"""The move's prior terms as one Gaussian in :math:`\Delta` (module docstring): the raw
     increment :math:`\bar d` and precision :math:`A` per coordinate."""
-    terms = [(delta[u], (J - 1.0) / J, prec), (parent_delta[g], 1.0 / J, parent_prec),
-             (parent_delta[h], -1.0 / J, parent_prec), (delta[w], -(Jw - 1.0) / J, prec)]
-    terms += [(delta[s], -1.0 / J, prec) for s in sib_u] + [(delta[t], 1.0 / J, prec) for t in sib_w]
-    A = sum(p * c * c for _, c, p in terms)
-    B = sum(p * c * d for d, c, p in terms)
+    n_u, n_w = len(sib_u), len(sib_w)
+    d = np.concatenate([delta[[u]], parent_delta[[g, h]], delta[[w]], delta[sib_u], delta[sib_w]])
+    c = np.concatenate([[(J - 1.0) / J, 1.0 / J, -1.0 / J, -(Jw - 1.0) / J], np.full(n_u, -1.0 / J),
+                        np.full(n_w, 1.0 / J)])[:, None]
+    p = np.concatenate([prec[None], parent_prec[None], parent_prec[None], np.broadcast_to(prec, (1 + n_u + n_w,
+                                                                                              prec.size))])
+    # the terms summed in turn (cumsum is sequential), each as p * c * c and p * c * d
+    A = np.cumsum(p * c * c, axis=0)[-1]
+    B = np.cumsum(p * c * d, axis=0)[-1]
     return B / A, A
 
 
@@ -110,18 +114,22 @@ def cousin_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, ka
     moved = np.zeros(dirs.shape[0])
     used = np.zeros(dirs.shape[0])
     evals = 0
+    kids = np.split(np.argsort(groups, kind="stable"), np.cumsum(J_of)[:-1])     # every group's units, in order
+    pools = {}
     for u in np.asarray(units, dtype=np.int64):
         g = groups[u]
         if J_of[g] < 2:
             raise ValueError("a unit moved against a cousin needs a sibling (an only child has no departure)")
-        pool = np.where((groups != g) & (top[groups] == top[g]), weights, 0.0)
-        if not pool.sum() > 0:
-            raise ValueError("a unit moved against a cousin needs a parent with a sibling")
-        cw = rng.choice(pool.size, p=pool / pool.sum())
+        if g not in pools:
+            pool = np.where((groups != g) & (top[groups] == top[g]), weights, 0.0)
+            if not pool.sum() > 0:
+                raise ValueError("a unit moved against a cousin needs a parent with a sibling")
+            pools[g] = pool / pool.sum()
+        cw = rng.choice(groups.size, p=pools[g])
         h = groups[cw]
         J, Jw = float(J_of[g]), float(J_of[h])
-        sib_u = np.flatnonzero((groups == g) & (np.arange(groups.size) != u))
-        sib_w = np.flatnonzero((groups == h) & (np.arange(groups.size) != cw))
+        sib_u = kids[g][kids[g] != u]
+        sib_w = kids[h][kids[h] != cw]
         d_bar, A = _prior_fold(delta, parent_delta, prec, parent_prec, u, sib_u, g, cw, sib_w, h, J, Jw)
         pair = np.array([u, cw])
         p_base = base[pair] + walk_offsets(eta[pair], code, walk_order, spacing)
@@ -138,6 +146,6 @@ def cousin_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, ka
         parent_delta[g] += a
         parent_delta[h] -= a
         off = walk_offsets(a[None, :], code, walk_order, spacing)[0]
-        base[groups == g] += off
-        base[groups == h] -= off
+        base[kids[g]] += off
+        base[kids[h]] -= off
     return evals, np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
