@@ -24,7 +24,9 @@ the cells).  Printed:
   draws give a max R-hat near 1.026 and a min ESS near 220, so the goal's R-hat <= 1.01 over all
   cells needs about 2 x 700 effectively independent draws; measured with the default settings,
   ``--draws 1600``: max R-hat 1.010 and min bulk ESS 387 in 2,113 s of sampling, 1.021 and 187
-  over the first 800 draws per chain, 1.052 and 40 over the first 400);
+  over the first 800 draws per chain, 1.052 and 40 over the first 400, and 1.041-1.052 and
+  37-83 over any later window of 400: the short run's tail is the chains' steady state, whose
+  slowest cells, two tracts' people 65+, give 0.12 effective draws per draw);
 * where the chains are slow: the five cells of largest R-hat (tract, sex, age, R-hat, bulk ESS,
   posterior mean), how the cells with R-hat above 1.05 spread over the tracts, and the bulk ESS
   of the tracts' shares aged 65+ and under 18 (the directions a sampler finds hardest: a whole
