@@ -267,6 +267,9 @@ def main(argv=None):
                     help="WalkGibbs's move of a tract alone, its county's walk taking up the change and a cousin's "
                          "county giving it back: the tracts under this fraction of the median size (default "
                          "privinfer.pymc.walk.COUSINS_SMALL; 0: off)")
+    ap.add_argument("--no-ellipses", action="store_true",
+                    help="WalkGibbs without the elliptical slice updates of a pair's whole move (default "
+                         "privinfer.pymc.walk.ELLIPSES)")
     ap.add_argument("--carry-directions", default=None, type=_carry_count,
                     help="WalkGibbs(carry_directions=...): increments per pair in the carried update, an integer "
                          "or 'all' (default privinfer.pymc.walk.CARRY_DIRECTIONS)")
@@ -298,6 +301,8 @@ def main(argv=None):
         walk_module.ALONE_SMALL = args.alone
     if args.cousins is not None:
         walk_module.COUSINS_SMALL = args.cousins
+    if args.no_ellipses:
+        walk_module.ELLIPSES = False
     t0 = time.perf_counter()
     with model:
         steps = [MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)]  # the step pm.sample() assigns

@@ -11,7 +11,7 @@ from scipy.special import gammaln, softmax
 
 import privinfer.pymc.walk_alone as walk_alone
 from privinfer.pymc.walk_alone import alone_units, alone_update
-from privinfer.pymc.walk_carry import carried_update
+from privinfer.pymc.walk_carry import carried_update, ellipse_update
 
 from test_walk_carry import _assert_exact_draws, _draws_of, _enumerated
 
@@ -124,7 +124,11 @@ def test_a_move_that_misstates_the_siblings_share_is_detected(monkeypatch):
     def pair_share(*args, coefficients=None, **kwargs):
         return carried_update(*args, coefficients=-1.0, **kwargs)
 
+    def pair_share_ellipse(*args, coefficients=None, **kwargs):
+        return ellipse_update(*args, coefficients=-1.0, **kwargs)
+
     monkeypatch.setattr(walk_alone, "carried_update", pair_share)
+    monkeypatch.setattr(walk_alone, "ellipse_update", pair_share_ellipse)
     n = 3000
     rng, fibre, grid, w, px, b, st = _exact_problem(n, 4)
     for _ in range(3):

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy import stats
 from scipy.special import gammaln, softmax
 
-from privinfer.pymc.walk_carry import carried_update, carry_directions, carry_shift, scale_update_carried
+from privinfer.pymc.walk_carry import carried_update, carry_directions, carry_shift, ellipse_update, scale_update_carried
 
 ALPHA = 1e-3   # each test's false-alarm rate: the samples are independent, so KS and chi-square are exact
 
@@ -302,6 +302,59 @@ def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invari
         assert changed[:, :2].any(axis=1).mean() > 0.02 and changed[:, 2:4].any(axis=1).mean() > 0.02
     assert np.mean(np.abs(s_new - s)) > 0.2
     _assert_exact_draws(fibre, grid, w, px, s_new, cells)
+
+
+def _ellipse(rng, st, precisions=None):
+    return ellipse_update(rng, st["cells"], st["res"], st["pairs"], grid=st["grid"], code=st["code"], base=st["base"],
+                          eta=st["eta"], delta=st["delta"], sigma=np.array([SIGMA]), kappa=KAPPA, carry=st["carry"],
+                          row_ptr=st["B"].indptr.astype(np.int64), rows=st["B"].indices.astype(np.int64), w=st["w"],
+                          members=st["members"], lump=st["lump"], precisions=precisions)
+
+
+@pytest.mark.parametrize("system, lump", [("rows", None), ("members", None), ("three", None),
+                                          ("three", [0, 1, 1, 0, 1, 1]), ("members", [1, 1, 0, 0, 1, 1])])
+def test_ellipse_update_leaves_the_joint_posterior_of_increment_and_cells_invariant(system, lump):
+    # exact draws of (s, x) -> one elliptical slice update of each pair's move -> still exact
+    # draws (KS of the increment's marginal, chi-square of the cells' pmf and of their dependence
+    # on s, each at ALPHA); the pair keeps its sums, the residuals and every row's total hold
+    n = 20000
+    sysm = dict(SYSTEMS[system], lump=None if lump is None else np.array(lump, dtype=bool))
+    rng = np.random.default_rng(6)
+    fibre, grid, w, px, idx, s = _exact_draws(n, rng, sysm)
+    st = _replicated(fibre[idx], s, sysm)
+    x_before = st["cells"].copy()
+    evals = _ellipse(rng, st)
+    assert evals >= 2 * n
+    c = _grid(sysm).size
+    cells = st["cells"].reshape(n, c)
+    s_new = st["eta"].reshape(n, 2)[:, 0]
+    assert np.allclose(st["eta"].reshape(n, 2).sum(axis=1), 0.0)
+    assert np.allclose(st["delta"].reshape(n, 2).sum(axis=1), 2 * M)
+    assert np.allclose(st["res"], st["y"] - st["B"] @ st["cells"].astype(float))
+    d = _code(sysm).size
+    assert np.array_equal(cells.reshape(n, c // d, d).sum(axis=2), x_before.reshape(n, c // d, d).sum(axis=2))
+    assert np.mean(np.abs(s_new - s)) > 0.2 and (cells != x_before.reshape(n, c)).any(axis=1).mean() > 0.02
+    _assert_exact_draws(fibre, grid, w, px, s_new, cells)
+
+
+def test_an_ellipse_under_a_misstated_prior_is_detected():
+    # power: the same check with the pair's prior precision stated four times too large (the
+    # ellipse's draws then too close to the prior's mean) fails by far
+    n = 20000
+    sysm = SYSTEMS["rows"]
+    rng = np.random.default_rng(6)
+    fibre, grid, w, px, idx, s = _exact_draws(n, rng, sysm)
+    st = _replicated(fibre[idx], s, sysm)
+    _ellipse(rng, st, precisions=np.full(st["delta"].shape, 4.0 / SIGMA**2))
+    cdf = _marginal_cdf(w, px)
+    s_new = st["eta"].reshape(n, 2)[:, 0]
+    assert stats.kstest(s_new, lambda v: np.interp(v, grid, cdf)).pvalue < 1e-6
+
+
+def test_ellipse_update_needs_a_prior_on_every_increment():
+    st = _replicated(_exact(SYSTEMS["rows"])[0][[0]], np.array([0.1]))
+    with pytest.raises(ValueError, match="prior precision > 0"):
+        _ellipse(np.random.default_rng(0), st, precisions=np.zeros(st["delta"].shape))
 
 
 def test_carried_update_refuses_a_bad_stepping_out_limit():

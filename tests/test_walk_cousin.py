@@ -207,6 +207,15 @@ def test_walk_gibbs_moves_units_against_cousins_where_the_walk_allows_it():
     step = WalkGibbs(vars=tract_walk, cousins=100.0, rng=np.random.default_rng(2), model=model)
     _, evals = steps_keep_the_tracts(model, rel, step, point, "walk_cousin_evals", check=county_walk_moved_its_mean_kept)
     assert evals > 0
+    # the elliptical slice updates: on by default for the tracts' walk (one row per unit), off for
+    # the counties' (several rows per unit), and whole steps without them keep the tracts too
+    assert step.ellipses
+    assert not WalkGibbs(vars=[model["step_scale_county_age"], model["step_county_age"]], model=model).ellipses
+    step = WalkGibbs(vars=tract_walk, cousins=100.0, ellipses=False, rng=np.random.default_rng(2), model=model)
+    assert not step.ellipses
+    steps_keep_the_tracts(model, rel, step, point, "walk_cousin_evals", check=county_walk_moved_its_mean_kept)
+    with pytest.raises(ValueError, match="^ellipses must be None, True or False$"):
+        WalkGibbs(vars=tract_walk, ellipses="yes", model=model)
     assert sampled_stat(model, tract_walk, "cousins", "walk_cousin_evals") > 0
 
 

@@ -105,7 +105,7 @@ from .measured import latent_measurements
 from .registry import WalkInfo, model_registry
 from .step_inputs import registered_inputs
 from .walk_alone import alone_units, alone_update
-from .walk_carry import CARRY_WIDTH, carried_update, scale_update_carried
+from .walk_carry import CARRY_WIDTH, carried_update, ellipse_update, scale_update_carried
 from .walk_carry import carry_directions as directions_of_carry
 from .walk_collapse import collapse_rows, collapsed_update
 from .walk_cousin import cousin_update, cousin_weights
@@ -114,7 +114,7 @@ from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, mi
                           scale_update_unit_transport, sibling_pairs, sized_pairs)
 
 __all__ = ["WalkGibbs", "register_walk", "scale_prior", "mix_prior", "carried_pairs", "collapsed_pairs",
-           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "COUSINS_SMALL",
+           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "COUSINS_SMALL", "ELLIPSES",
            "SCALE_CARRY"]
 
 _TAG = "privinfer_walk"
@@ -216,6 +216,21 @@ COUSINS_SMALL = 0.65
 #: counties a reference 0.3 off in every log scale left the correction's sd at 0.017 (0.015 at
 #: the current scales), one 1.0 off at 0.33.
 REF_WEIGHT = 0.1
+
+#: :class:`WalkGibbs` follows the carried update of a walk with one row of cells per unit with one
+#: elliptical slice update of every sibling pair's whole move (a fresh matching), and every move
+#: of a unit against its siblings or a cousin with one of its move
+#: (:func:`~privinfer.pymc.walk_carry.ellipse_update`): all increments at once, as far as the
+#: prior and the data allow together, at about 2-3 evaluations per pair.  All Kentucky tracts,
+#: 2 x (200 + 400), chain seeds 7 and 11, against without: cells above R-hat 1.01 1,665 and
+#: 1,630 against 1,847 and 1,812; the tracts' shares 65+ median bulk ESS 309 and 312 against 274
+#: and 277, under 18 346 and 351 against 321 and 330; the parameters' max R-hat 1.087 and 1.075
+#: against 1.093 and 1.190 (min ESS 17 and 22 against 15 and 8); sampling 771 s against 758 s
+#: (seed 7, side by side in time).  The extremes went both ways: the cells' max R-hat 1.035 and
+#: 1.068 against 1.052 and 1.043, min bulk ESS 71 and 26 against 40 and 45 (seed 11's worst, one
+#: tract's children: 21019000200), within the spread of one chain's windows of the same length
+#: (min ESS 37-83).
+ELLIPSES = True
 
 #: Log step scales per iteration that :class:`WalkGibbs` also updates with the increments and
 #: the cells carried along (``scale_carry``; module docstring, step 5), drawn at random; off by
@@ -637,6 +652,12 @@ class WalkGibbs(ArrayStepShared):
         sibling, for a walk registered with carry fractions, ``sizes``, sibling groups and a
         ``parent`` walk, one row of cells per unit and no ``mix``; None (default):
         :data:`COUSINS_SMALL` where the walk allows the move, else off; 0: off.
+    ellipses
+        whether the carried update (sibling pairs) and every move against siblings or a cousin
+        are followed by an elliptical slice update of each pair's whole move
+        (:func:`~privinfer.pymc.walk_carry.ellipse_update`); None (default): :data:`ELLIPSES` for a
+        walk registered with carry fractions, ``sizes``, sibling groups, one row of cells per unit
+        and no ``mix``, else off.
     model, initial_point, rng, blocked, compile_kwargs
         as for PyMC step methods.
 
@@ -689,8 +710,8 @@ class WalkGibbs(ArrayStepShared):
 
     def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", carry_directions=CARRY_DIRECTIONS,
                  slice_steps: int = SLICE_STEPS, scale_surrogate: bool = True, scale_carry: int = SCALE_CARRY,
-                 collapse=None, alone=None, cousins=None, model=None, initial_point=None, rng=None, blocked: bool = True,
-                 compile_kwargs=None):
+                 collapse=None, alone=None, cousins=None, ellipses=None, model=None, initial_point=None, rng=None,
+                 blocked: bool = True, compile_kwargs=None):
         model = pm.modelcontext(model)
         info = _walk_info(model, vars)
         if int(rounds) != rounds or rounds < 1:
@@ -747,6 +768,10 @@ class WalkGibbs(ArrayStepShared):
         self.alone_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
         self._cousins, self._parent = self._checked_cousins(cousins, model)
         self.cousin_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
+        if ellipses is not None and not isinstance(ellipses, (bool, np.bool_)):
+            raise ValueError("ellipses must be None, True or False")
+        self.ellipses = (bool(ELLIPSES and self._carries_one_row_per_unit() and info.mix is None) if ellipses is None
+                         else bool(ellipses and info.carry is not None))
         self._cells_out = None
         self._parent_now = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)
@@ -834,6 +859,12 @@ class WalkGibbs(ArrayStepShared):
                                       steps=self.slice_steps, members=info.members, mix=mix, lump=info.lump)
         if self.tune:
             self.carry_width = self._running_mean(self.carry_width, moved, CARRY_WIDTH)
+        if self.ellipses and info.groups is not None:
+            (pu, pv), _ = carried_pairs(self.rng, info, delta.shape[0], 1, None)
+            evals += ellipse_update(self.rng, cells, res, (pu, pv), grid=info.grid, code=info.code, base=base, eta=eta,
+                                    delta=delta, sigma=sigma, kappa=kappa, carry=info.carry, row_ptr=self._moving[0],
+                                    rows=self._moving[1], w=rows.w, walk_order=info.order, spacing=info.spacing,
+                                    members=info.members, mix=mix, lump=info.lump)
         return evals
 
     def _checked_alone(self, alone):
@@ -865,7 +896,7 @@ class WalkGibbs(ArrayStepShared):
                                     groups=info.groups, carry=info.carry, row_ptr=self._moving[0], rows=self._moving[1],
                                     w=rows.w, directions=self._carry_dirs, widths=self.alone_width, per_unit=k,
                                     walk_order=info.order, spacing=info.spacing, steps=self.slice_steps,
-                                    lump=info.lump)
+                                    lump=info.lump, ellipse=self.ellipses)
         if self.tune:
             self.alone_width = self._running_mean(self.alone_width, moved, CARRY_WIDTH)
         return evals
@@ -921,7 +952,7 @@ class WalkGibbs(ArrayStepShared):
                                      parent_groups=self._parent[0].groups, carry=info.carry, row_ptr=self._moving[0],
                                      rows=self._moving[1], w=rows.w, directions=self._carry_dirs, widths=self.cousin_width,
                                      per_unit=k, walk_order=info.order, spacing=info.spacing, steps=self.slice_steps,
-                                     lump=info.lump)
+                                     lump=info.lump, ellipse=self.ellipses)
         if self.tune:
             self.cousin_width = self._running_mean(self.cousin_width, moved, CARRY_WIDTH)
         return evals

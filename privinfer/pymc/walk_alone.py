@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .walk_carry import CARRY_STEPS, carried_update
+from .walk_carry import CARRY_STEPS, carried_update, ellipse_update
 from .walk_kernel import prior_precisions, walk_offsets
 
 __all__ = ["alone_units", "alone_update", "pseudo_pair_update", "SIBLINGS"]
@@ -71,19 +71,23 @@ def alone_units(groups, sizes, fraction: float, least: int = 3) -> np.ndarray:
 
 
 def pseudo_pair_update(rng, x, res, grid, members, base, delta, precisions, coefficient, moved, used,
-                       **kernel) -> tuple[int, np.ndarray]:
-    """One pair of :func:`~privinfer.pymc.walk_carry.carried_update` on two pseudo-units (unit 0
+                       ellipse: bool = True, **kernel) -> tuple[int, np.ndarray]:
+    r"""One pair of :func:`~privinfer.pymc.walk_carry.carried_update` on two pseudo-units (unit 0
     and unit 1 of ``members``, the rows of ``grid``; None: one row each) whose walks are folded
     into the rows' base profiles ``base``: their raw increments ``delta`` ``(2, K-1)`` with prior
     precisions ``precisions``, the second moved by ``coefficient`` times the first's move.
     ``kernel``: ``carried_update``'s other keywords (``directions`` included).  ``x`` and ``res``
-    in place; each direction's ``|Delta|`` added to ``moved`` and a count to ``used``.  Returns
-    the density evaluations and the first pseudo-unit's move, :math:`\Delta D` summed over the
-    directions moved."""
+    in place; each direction's ``|Delta|`` added to ``moved`` and a count to ``used``; ``ellipse``:
+    then one :func:`~privinfer.pymc.walk_carry.ellipse_update` of the pair's whole move.  Returns
+    the density evaluations and the first pseudo-unit's move, summed over the updates."""
     p_eta = np.zeros_like(delta)
-    n, step_sizes = carried_update(rng, x, res, (np.array([0]), np.array([1])), grid=grid, base=base, eta=p_eta,
-                                   delta=delta, members=members, coefficients=coefficient, precisions=precisions,
-                                   **kernel)
+    pair = (np.array([0]), np.array([1]))
+    n, step_sizes = carried_update(rng, x, res, pair, grid=grid, base=base, eta=p_eta, delta=delta, members=members,
+                                   coefficients=coefficient, precisions=precisions, **kernel)
+    if ellipse:
+        keep = {k: v for k, v in kernel.items() if k not in ("directions", "widths", "per_pair", "steps")}
+        n += ellipse_update(rng, x, res, pair, grid=grid, base=base, eta=p_eta, delta=delta, members=members,
+                            coefficients=coefficient, precisions=precisions, **keep)
     done = np.isfinite(step_sizes)
     moved[done] += step_sizes[done]
     used[done] += 1.0
@@ -92,7 +96,7 @@ def pseudo_pair_update(rng, x, res, grid, members, base, delta, precisions, coef
 
 def alone_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, kappa, groups, carry, row_ptr, rows,
                  w, directions=None, widths=0.2, per_unit=None, walk_order: int = 1, spacing=None,
-                 steps: int = CARRY_STEPS, lump=None, siblings=None) -> tuple[int, np.ndarray]:
+                 steps: int = CARRY_STEPS, lump=None, siblings=None, ellipse: bool = True) -> tuple[int, np.ndarray]:
     """One move (module docstring) of each unit in ``units``, in turn, against ``siblings`` of
     its siblings drawn at random (None: :data:`SIBLINGS`; at most all of them), along
     ``per_unit`` directions drawn at random without replacement (None: all).
@@ -102,7 +106,8 @@ def alone_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, kap
     ``groups`` ``(U,)`` the sibling groups, the rest as for
     :func:`~privinfer.pymc.walk_carry.carried_update` (``widths``: one slice width per
     direction, of :math:`\\Delta`).  Returns the density evaluations and the mean ``|Delta|`` per
-    direction (nan where none moved)."""
+    direction (nan where none moved); ``ellipse``: each move followed by an elliptical slice
+    update of its whole move (:func:`pseudo_pair_update`)."""
     grid = np.asarray(grid, dtype=np.int64)
     groups = np.asarray(groups, dtype=np.int64)
     most = SIBLINGS if siblings is None else int(siblings)
@@ -128,7 +133,8 @@ def alone_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, kap
         n, step = pseudo_pair_update(rng, x, res, grid[rows_of], np.r_[0, np.ones(m, dtype=np.int64)], p_base,
                                      p_delta, p_prec, -1.0 / m, moved, used, code=code, sigma=sigma, kappa=kappa,
                                      carry=carry, row_ptr=row_ptr, rows=rows, w=w, directions=dirs, widths=widths,
-                                     per_pair=per_unit, walk_order=walk_order, spacing=spacing, steps=steps, lump=lump)
+                                     per_pair=per_unit, walk_order=walk_order, spacing=spacing, steps=steps, lump=lump,
+                                     ellipse=ellipse)
         evals += n
         delta[u] += step
         eta[u] += step

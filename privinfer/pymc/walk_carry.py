@@ -99,7 +99,7 @@ from .dm_quantile import tree_cells, tree_uniforms
 from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, prior_precisions,
                           scale_update_unit_transport)
 
-__all__ = ["carry_shift", "carried_update", "carry_directions", "CarriedCells", "scale_update_carried", "CARRY_WIDTH",
+__all__ = ["carry_shift", "carried_update", "ellipse_update", "carry_directions", "CarriedCells", "scale_update_carried", "CARRY_WIDTH",
            "CARRY_STEPS"]
 
 #: Initial slice width of the carried update's coefficient :math:`\Delta` (each direction's
@@ -391,6 +391,21 @@ def _slice(f0, k, D, u, v, widths, steps, ctx):
 
 
 @numba.njit(cache=True)
+def _pair_coords(u, v, D, ctx):
+    """The ancillary coordinates of every row of both units at their current profiles (xi per
+    category and the small cells' tree uniforms), into ``ctx``'s ``xi``."""
+    (grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, unit_ptr, unit_rows, xi, x, res, row_ptr,
+     rows, w, acc, mark, touched, theta, level, lay, wk, lfact, held, coef) = ctx
+    for unit in (u, v):
+        if unit < 0:
+            continue
+        for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
+            m = unit_rows[q]
+            _profile(base[m], eta[unit], 1.0, 0.0, D, code, worder, hs, theta, level)
+            _row_coords(m, grid[m], theta, float(N[m]), kappa, x, xi, lay, wk)
+
+
+@numba.njit(cache=True)
 def _carried(pu, pv, cvs, dirs, order, widths, steps, grid, code, worder, hs, base, eta, delta, inv_s2, kappa, N, lay,
              unit_ptr, unit_rows, x, res, row_ptr, rows, w, moved, used, lfact, acc, mark, touched):
     d = grid.shape[1]
@@ -418,13 +433,7 @@ def _carried(pu, pv, cvs, dirs, order, widths, steps, grid, code, worder, hs, ba
                 # them and the profile, bit for bit) and leaves the density at the new point as the
                 # accepted point's without the measurement term's change (the residuals follow the
                 # cells), so both are computed once per pair
-                for unit in (u, v):
-                    if unit < 0:
-                        continue
-                    for q in range(unit_ptr[unit], unit_ptr[unit + 1]):
-                        m = unit_rows[q]
-                        _profile(base[m], eta[unit], 1.0, 0.0, D, code, worder, hs, theta, level)
-                        _row_coords(m, grid[m], theta, float(N[m]), kappa, x, xi, lay, wk)
+                _pair_coords(u, v, D, ctx)
                 f0 = _log_density(0.0, D, u, v, ctx)
                 evals += 1
             t, n = _slice(f0, k, D, u, v, widths, steps, ctx)
@@ -433,6 +442,58 @@ def _carried(pu, pv, cvs, dirs, order, widths, steps, grid, code, worder, hs, ba
             moved[k] += abs(t)
             used[k] += 1.0
             _commit(t, D, u, v, ctx)
+    return evals
+
+
+@numba.njit(cache=True)
+def _ellipse(f0, mu, nu, D, u, v, ctx):
+    """One elliptical slice update (Murray, Adams and MacKay 2010, fig. 2) of the pair's move
+    ``D`` (from 0) under the Gaussian prior with mean ``mu`` whose draw less the mean is ``nu``;
+    ``f0`` the log likelihood at 0.  Leaves the move in ``D``; returns the evaluations."""
+    lev = f0 + math.log(np.random.random())
+    th = 2.0 * math.pi * np.random.random()
+    lo = th - 2.0 * math.pi
+    hi = th
+    evals = 0
+    while True:
+        c = math.cos(th)
+        s = math.sin(th)
+        for a in range(D.size):
+            D[a] = -mu[a] * c + nu[a] * s + mu[a]
+        evals += 1
+        if _log_density(1.0, D, u, v, ctx) > lev:
+            return evals
+        if th < 0.0:
+            lo = th
+        else:
+            hi = th
+        th = lo + (hi - lo) * np.random.random()
+
+
+@numba.njit(cache=True)
+def _ellipses(pu, pv, cvs, mus, sds, grid, code, worder, hs, base, eta, delta, kappa, N, lay, unit_ptr, unit_rows, x,
+              res, row_ptr, rows, w, lfact, acc, mark, touched):
+    d = grid.shape[1]
+    K1 = eta.shape[1]
+    theta, level, wk = _work(d, K1, lfact.size)
+    xi = np.empty(grid.shape, dtype=np.int64)
+    held = np.zeros(1)
+    coef = np.full(1, -1.0)
+    no_prior = np.zeros(eta.shape)      # the density's prior term is the ellipse's
+    ctx = (grid, code, worder, hs, base, eta, delta, no_prior, kappa, N, unit_ptr, unit_rows, xi, x, res,
+           row_ptr, rows, w, acc, mark, touched, theta, level, lay, wk, lfact, held, coef)
+    D = np.zeros(K1)
+    nu = np.empty(K1)
+    evals = 0
+    for p in range(pu.size):
+        u, v = pu[p], pv[p]
+        coef[0] = cvs[p]
+        for a in range(K1):
+            D[a] = 0.0
+            nu[a] = sds[p, a] * np.random.standard_normal()
+        _pair_coords(u, v, D, ctx)
+        evals += 1 + _ellipse(_log_density(0.0, D, u, v, ctx), mus[p], nu, D, u, v, ctx)
+        _commit(1.0, D, u, v, ctx)
     return evals
 
 
@@ -556,6 +617,35 @@ def carry_layout(grid, carry, lump=None) -> tuple:
     return cat_of, ncat, rc, rc.sum(axis=1), sidx, ns, np.zeros((R, d))
 
 
+def _pair_inputs(x, pairs, grid, delta, sigma, carry, members, mix, lump, spacing, coefficients, precisions):
+    """The kernels' arrays for :func:`carried_update` and :func:`ellipse_update` (their
+    arguments of the same names): ``(pu, pv, cvs, grid, unit_ptr, unit_rows, N, lay, hs,
+    inv_s2)``, checked."""
+    pu = np.ascontiguousarray(pairs[0], dtype=np.int64)
+    pv = np.ascontiguousarray(pairs[1], dtype=np.int64)
+    grid = np.ascontiguousarray(grid, dtype=np.int64)
+    unit_ptr, unit_rows = _unit_rows(members, grid.shape[0], delta.shape[0])
+    carry = np.ascontiguousarray(np.asarray(carry, dtype=float)[grid])
+    N = np.asarray(x, dtype=np.int64)[grid].sum(axis=1)
+    lay = carry_layout(grid, carry, lump)
+    hs = np.ones(delta.shape[1]) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
+    if coefficients is None:
+        cvs = np.full(pu.size, -1.0)
+    else:
+        cvs = np.ascontiguousarray(np.broadcast_to(np.asarray(coefficients, dtype=float), pu.shape))
+        if not np.all(np.isfinite(cvs)):
+            raise ValueError("coefficients must be finite")
+    if precisions is None:
+        inv_s2 = prior_precisions(sigma, mix, delta.shape[0])
+    else:
+        if mix is not None:
+            raise ValueError("give the prior precisions or the variance multipliers (mix), not both")
+        inv_s2 = np.ascontiguousarray(precisions, dtype=float)
+        if inv_s2.shape != delta.shape or not np.all(np.isfinite(inv_s2) & (inv_s2 >= 0)):
+            raise ValueError(f"precisions must be {delta.shape[0]} x {delta.shape[1]} finite values >= 0")
+    return pu, pv, cvs, grid, unit_ptr, unit_rows, N, lay, hs, inv_s2
+
+
 def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, kappa, carry, row_ptr, rows, w,
                    directions=None, widths=CARRY_WIDTH, per_pair=None, walk_order: int = 1, spacing=None,
                    steps: int = CARRY_STEPS, members=None, mix=None, lump=None, coefficients=None, precisions=None):
@@ -590,13 +680,8 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     K1 = delta.shape[1]
     dirs = np.eye(K1) if directions is None else np.ascontiguousarray(directions, dtype=float)
     wd = np.ascontiguousarray(np.broadcast_to(np.asarray(widths, dtype=float), (dirs.shape[0],)))
-    pu = np.ascontiguousarray(pairs[0], dtype=np.int64)
-    pv = np.ascontiguousarray(pairs[1], dtype=np.int64)
-    grid = np.ascontiguousarray(grid, dtype=np.int64)
-    unit_ptr, unit_rows = _unit_rows(members, grid.shape[0], delta.shape[0])
-    carry = np.ascontiguousarray(np.asarray(carry, dtype=float)[grid])
-    N = np.asarray(x, dtype=np.int64)[grid].sum(axis=1)
-    lay = carry_layout(grid, carry, lump)
+    pu, pv, cvs, grid, unit_ptr, unit_rows, N, lay, hs, inv_s2 = _pair_inputs(
+        x, pairs, grid, delta, sigma, carry, members, mix, lump, spacing, coefficients, precisions)
     k = np.broadcast_to(np.asarray(dirs.shape[0] if per_pair is None else per_pair), pu.shape)
     if k.size and (np.any(k != np.round(k)) or not 1 <= k.min() <= k.max() <= dirs.shape[0]):
         raise ValueError(f"per_pair must be integers between 1 and the number of directions ({dirs.shape[0]})")
@@ -607,25 +692,46 @@ def carried_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, k
     moved = np.zeros(dirs.shape[0])
     used = np.zeros(dirs.shape[0])
     _seed(int(rng.integers(2**63 - 1)))
-    hs = np.ones(K1) if spacing is None else np.ascontiguousarray(spacing, dtype=float)
-    if coefficients is None:
-        cvs = np.full(pu.size, -1.0)
-    else:
-        cvs = np.ascontiguousarray(np.broadcast_to(np.asarray(coefficients, dtype=float), pu.shape))
-        if not np.all(np.isfinite(cvs)):
-            raise ValueError("coefficients must be finite")
-    if precisions is None:
-        inv_s2 = prior_precisions(sigma, mix, delta.shape[0])
-    else:
-        if mix is not None:
-            raise ValueError("give the prior precisions or the variance multipliers (mix), not both")
-        inv_s2 = np.ascontiguousarray(precisions, dtype=float)
-        if inv_s2.shape != delta.shape or not np.all(np.isfinite(inv_s2) & (inv_s2 >= 0)):
-            raise ValueError(f"precisions must be {delta.shape[0]} x {delta.shape[1]} finite values >= 0")
     evals = _carried(pu, pv, cvs, dirs, order, wd, int(steps), grid, np.asarray(code, dtype=np.int64), int(walk_order),
                      hs, np.ascontiguousarray(base), eta, delta, inv_s2, float(kappa), N, lay, unit_ptr, unit_rows, x, res,
                      row_ptr, rows, w, moved, used, log_factorials(int(N.max(initial=0))), *_row_scratch(res.size))
     return int(evals), np.where(used > 0, moved / np.maximum(used, 1.0), np.nan)
+
+
+def ellipse_update(rng, x, res, pairs, *, grid, code, base, eta, delta, sigma, kappa, carry, row_ptr, rows, w,
+                   walk_order: int = 1, spacing=None, members=None, mix=None, lump=None, coefficients=None,
+                   precisions=None) -> int:
+    r"""One elliptical slice update (Murray, Adams and MacKay 2010) of every pair's whole move, all
+    increments at once, with the cells carried (module docstring): unit ``u``'s raw increments
+    move by :math:`m \in \mathbb R^{K-1}`, ``v``'s by :math:`c\,m`, in the ancillary lattice
+    coordinates.  The walk's Gaussian prior of both units is, in :math:`m`, the Gaussian with
+    precisions :math:`Q = P_u + c^2 P_v` and mean :math:`\mu = -(P_u\delta_u + c P_v\delta_v)/Q`
+    (``P`` the raw increments' prior precisions, 0 for ``v = -1``), so :math:`m` is drawn on the
+    ellipse through the current point :math:`m = 0` and a fresh prior draw, under the rest of the
+    density (both units' Dirichlet-multinomials and the exact measurement term), by shrinking the
+    angle's bracket: an exact update of :math:`m` given everything else, whatever the prior's
+    correlation with the likelihood, with no width to tune.  Where a slice along one direction at
+    a time moves a combination of increments (a tract's people 65+ move through the slopes of all
+    younger ages) only as far as each direction's conditional allows, the ellipse moves them
+    all, as far as the prior and the data do together.
+
+    Arguments as for :func:`carried_update` (``pairs`` ``(u, v)``, ``coefficients`` ``c``
+    (None: -1), ``precisions`` in place of the walk's, every one of a pair's :math:`Q` > 0).
+    ``x``, ``res``, ``eta`` and ``delta`` are updated in place.  Returns the number of density
+    evaluations."""
+    pu, pv, cvs, grid, unit_ptr, unit_rows, N, lay, hs, inv_s2 = _pair_inputs(
+        x, pairs, grid, delta, sigma, carry, members, mix, lump, spacing, coefficients, precisions)
+    P_v = np.where((pv >= 0)[:, None], inv_s2[np.maximum(pv, 0)], 0.0)
+    d_v = np.where((pv >= 0)[:, None], delta[np.maximum(pv, 0)], 0.0)
+    Q = inv_s2[pu] + cvs[:, None] ** 2 * P_v
+    if not np.all(Q > 0):
+        raise ValueError("every pair's move needs a prior precision > 0 in every increment")
+    mu = -(inv_s2[pu] * delta[pu] + cvs[:, None] * P_v * d_v) / Q
+    _seed(int(rng.integers(2**63 - 1)))
+    return int(_ellipses(pu, pv, cvs, np.ascontiguousarray(mu), np.ascontiguousarray(1.0 / np.sqrt(Q)), grid,
+                         np.asarray(code, dtype=np.int64), int(walk_order), hs, np.ascontiguousarray(base), eta, delta,
+                         float(kappa), N, lay, unit_ptr, unit_rows, x, res, row_ptr, rows, w,
+                         log_factorials(int(N.max(initial=0))), *_row_scratch(res.size)))
 
 
 @numba.njit(cache=True)

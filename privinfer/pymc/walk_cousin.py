@@ -87,7 +87,7 @@ def _prior_fold(delta, parent_delta, prec, parent_prec, u, sib_u, g, w, sib_w, h
 def cousin_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, kappa, groups, parent_delta,
                   parent_sigma, carry, row_ptr, rows, w, parent_groups=None, directions=None, widths=0.2,
                   per_unit=None, walk_order: int = 1, spacing=None, steps: int = CARRY_STEPS,
-                  lump=None) -> tuple[int, np.ndarray]:
+                  lump=None, ellipse: bool = True) -> tuple[int, np.ndarray]:
     """One move (module docstring) of each unit in ``units``, in turn, against a cousin drawn with
     :func:`cousin_weights`, along ``per_unit`` directions drawn at random without replacement
     (None: all).
@@ -99,8 +99,9 @@ def cousin_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, ka
     and ``parent_sigma`` ``(K-1,)`` the two walks' step scales (the parent walk's ``code``, order
     and spacing the same as this one's); ``parent_groups`` ``(G,)`` the parents' sibling groups
     (None: one); ``grid`` ``(U, d)`` every unit's cells (one row per unit); the rest as for
-    :func:`~privinfer.pymc.walk_alone.alone_update`.  Returns the density evaluations and the
-    mean ``|Delta|`` per direction (nan where none moved)."""
+    :func:`~privinfer.pymc.walk_alone.alone_update` (``ellipse``: each move followed by an
+    elliptical slice update of its whole move).  Returns the density evaluations and the mean
+    ``|Delta|`` per direction (nan where none moved)."""
     grid = np.asarray(grid, dtype=np.int64)
     groups = np.asarray(groups, dtype=np.int64)
     K1 = delta.shape[1]
@@ -137,7 +138,7 @@ def cousin_update(rng, x, res, units, *, grid, code, base, eta, delta, sigma, ka
                                      np.stack([A, np.zeros(K1)]), -Jw / J, moved, used, code=code, sigma=sigma,
                                      kappa=kappa, carry=carry, row_ptr=row_ptr, rows=rows, w=w, directions=dirs,
                                      widths=widths, per_pair=per_unit, walk_order=walk_order, spacing=spacing,
-                                     steps=steps, lump=lump)
+                                     steps=steps, lump=lump, ellipse=ellipse)
         evals += n
         a = step / J                        # Delta * D summed over the directions moved, over J
         for units_of, shift in ((np.r_[u], (J - 1.0) * a), (sib_u, -a), (np.r_[cw], -(Jw - 1.0) * a), (sib_w, a)):
