@@ -221,7 +221,7 @@ REF_WEIGHT = 0.1
 #: elliptical slice update of every sibling pair's whole move (a fresh matching), and every move
 #: of a unit against its siblings or a cousin with one of its move
 #: (:func:`~privinfer.pymc.walk_carry.ellipse_update`): all increments at once, as far as the
-#: prior and the data allow together, at about 2-3 evaluations per pair.  All Kentucky tracts,
+#: prior and the data allow together, at about 11 evaluations per pair.  All Kentucky tracts,
 #: 2 x (200 + 400), chain seeds 7 and 11, against without: cells above R-hat 1.01 1,665 and
 #: 1,630 against 1,847 and 1,812; the tracts' shares 65+ median bulk ESS 309 and 312 against 274
 #: and 277, under 18 346 and 351 against 321 and 330; the parameters' max R-hat 1.087 and 1.075
