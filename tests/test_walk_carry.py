@@ -259,6 +259,20 @@ def _assert_exact_draws(fibre, grid, w, px, s_new, cells):
     assert _chi2_pvalue(idx_new[sel], p_pos / p_pos.sum(), int(sel.sum())) > ALPHA
 
 
+def _pair_bookkeeping_holds(st, x_before, n, sysm):
+    """Exact bookkeeping after a move of the ``n`` replicated pairs: each pair keeps its sums, the
+    residuals follow the cells, every row's total holds.  Returns the cells ``(n, c)`` and the
+    first unit's centred increment ``(n,)``."""
+    c = _grid(sysm).size
+    cells = st["cells"].reshape(n, c)
+    assert np.allclose(st["eta"].reshape(n, 2).sum(axis=1), 0.0)
+    assert np.allclose(st["delta"].reshape(n, 2).sum(axis=1), 2 * M)
+    assert np.allclose(st["res"], st["y"] - st["B"] @ st["cells"].astype(float))
+    d = _code(sysm).size
+    assert np.array_equal(cells.reshape(n, c // d, d).sum(axis=2), x_before.reshape(n, c // d, d).sum(axis=2))
+    return cells, st["eta"].reshape(n, 2)[:, 0]
+
+
 @pytest.mark.parametrize("system, steps, widths, directions, lump", [
     ("rows", 40, 0.5, None, None), ("rows", 1, 2.25, None, None), ("members", 40, 0.5, None, None),
     ("rows", 40, 0.5, np.array([[1.0], [-0.5], [2.0]]), None),
@@ -281,15 +295,7 @@ def test_carried_update_leaves_the_joint_posterior_of_increment_and_cells_invari
     fibre, grid, w, px, idx, s, st, x_before = _after_one_update(5, n, sysm=sysm, steps=steps, widths=widths,
                                                                  directions=directions)
     c = _grid(sysm).size
-    cells = st["cells"].reshape(n, c)
-    s_new = st["eta"].reshape(n, 2)[:, 0]
-    # exact bookkeeping: the pair keeps its sums, the residuals follow the cells, every row's total holds
-    assert np.allclose(st["eta"].reshape(n, 2).sum(axis=1), 0.0)
-    assert np.allclose(st["delta"].reshape(n, 2).sum(axis=1), 2 * M)
-    assert np.allclose(st["res"], st["y"] - st["B"] @ st["cells"].astype(float))
-    d = _code(sysm).size
-    rows_before = x_before.reshape(n, c // d, d).sum(axis=2)
-    assert np.array_equal(cells.reshape(n, c // d, d).sum(axis=2), rows_before)
+    cells, s_new = _pair_bookkeeping_holds(st, x_before, n, sysm)
     assert cells.min() >= 0
     # it moves: the cells follow the profile (with members, in both rows of a unit)
     changed = cells != x_before.reshape(n, c)
@@ -326,13 +332,7 @@ def test_ellipse_update_leaves_the_joint_posterior_of_increment_and_cells_invari
     evals = _ellipse(rng, st)
     assert evals >= 2 * n
     c = _grid(sysm).size
-    cells = st["cells"].reshape(n, c)
-    s_new = st["eta"].reshape(n, 2)[:, 0]
-    assert np.allclose(st["eta"].reshape(n, 2).sum(axis=1), 0.0)
-    assert np.allclose(st["delta"].reshape(n, 2).sum(axis=1), 2 * M)
-    assert np.allclose(st["res"], st["y"] - st["B"] @ st["cells"].astype(float))
-    d = _code(sysm).size
-    assert np.array_equal(cells.reshape(n, c // d, d).sum(axis=2), x_before.reshape(n, c // d, d).sum(axis=2))
+    cells, s_new = _pair_bookkeeping_holds(st, x_before, n, sysm)
     assert np.mean(np.abs(s_new - s)) > 0.2 and (cells != x_before.reshape(n, c)).any(axis=1).mean() > 0.02
     _assert_exact_draws(fibre, grid, w, px, s_new, cells)
 
