@@ -270,6 +270,9 @@ def main(argv=None):
     ap.add_argument("--no-ellipses", action="store_true",
                     help="WalkGibbs without the elliptical slice updates of a pair's whole move (default "
                          "privinfer.pymc.walk.ELLIPSES)")
+    ap.add_argument("--ellipses", type=int, default=None,
+                    help="WalkGibbs(ellipses=N): matchings of sibling pairs whose whole move follows the carried "
+                         "update by an elliptical slice (default privinfer.pymc.walk.ELLIPSES, one)")
     ap.add_argument("--carry-directions", default=None, type=_carry_count,
                     help="WalkGibbs(carry_directions=...): increments per pair in the carried update, an integer "
                          "or 'all' (default privinfer.pymc.walk.CARRY_DIRECTIONS)")
@@ -301,8 +304,8 @@ def main(argv=None):
         walk_module.ALONE_SMALL = args.alone
     if args.cousins is not None:
         walk_module.COUSINS_SMALL = args.cousins
-    if args.no_ellipses:
-        walk_module.ELLIPSES = False
+    if args.no_ellipses or args.ellipses is not None:
+        walk_module.ELLIPSES = False if args.no_ellipses else args.ellipses
     t0 = time.perf_counter()
     with model:
         steps = [MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)]  # the step pm.sample() assigns

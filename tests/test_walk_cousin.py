@@ -214,8 +214,15 @@ def test_walk_gibbs_moves_units_against_cousins_where_the_walk_allows_it():
     step = WalkGibbs(vars=tract_walk, cousins=100.0, ellipses=False, rng=np.random.default_rng(2), model=model)
     assert not step.ellipses
     steps_keep_the_tracts(model, rel, step, point, "walk_cousin_evals", check=county_walk_moved_its_mean_kept)
-    with pytest.raises(ValueError, match="^ellipses must be None, True or False$"):
-        WalkGibbs(vars=tract_walk, ellipses="yes", model=model)
+    # a number of matchings: the carried update is followed by that many rounds of ellipses
+    assert step.ellipse_rounds == 0
+    assert WalkGibbs(vars=tract_walk, model=model).ellipse_rounds == 1
+    step = WalkGibbs(vars=tract_walk, cousins=0.0, ellipses=3, rng=np.random.default_rng(2), model=model)
+    assert step.ellipses and step.ellipse_rounds == 3
+    steps_keep_the_tracts(model, rel, step, point, "walk_carry_evals")
+    for bad in ("yes", -1, 1.5):
+        with pytest.raises(ValueError, match="^ellipses must be None, True, False or a number of matchings >= 0$"):
+            WalkGibbs(vars=tract_walk, ellipses=bad, model=model)
     assert sampled_stat(model, tract_walk, "cousins", "walk_cousin_evals") > 0
 
 

@@ -768,10 +768,13 @@ class WalkGibbs(ArrayStepShared):
         self.alone_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
         self._cousins, self._parent = self._checked_cousins(cousins, model)
         self.cousin_width = np.full(self._carry_dirs.shape[0], CARRY_WIDTH)
-        if ellipses is not None and not isinstance(ellipses, (bool, np.bool_)):
-            raise ValueError("ellipses must be None, True or False")
-        self.ellipses = (bool(ELLIPSES and self._carries_one_row_per_unit() and info.mix is None) if ellipses is None
-                         else bool(ellipses and info.carry is not None))
+        if ellipses is not None and not (isinstance(ellipses, (bool, np.bool_))
+                                         or (isinstance(ellipses, (int, np.integer)) and ellipses >= 0)):
+            raise ValueError("ellipses must be None, True, False or a number of matchings >= 0")
+        rounds = (int(ELLIPSES) if self._carries_one_row_per_unit() and info.mix is None else 0) if ellipses is None \
+            else int(ellipses) if info.carry is not None else 0
+        self.ellipse_rounds = rounds
+        self.ellipses = rounds > 0
         self._cells_out = None
         self._parent_now = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)
@@ -859,7 +862,7 @@ class WalkGibbs(ArrayStepShared):
                                       steps=self.slice_steps, members=info.members, mix=mix, lump=info.lump)
         if self.tune:
             self.carry_width = self._running_mean(self.carry_width, moved, CARRY_WIDTH)
-        if self.ellipses and info.groups is not None:
+        for _ in range(self.ellipse_rounds if info.groups is not None else 0):
             (pu, pv), _ = carried_pairs(self.rng, info, delta.shape[0], 1, None)
             evals += ellipse_update(self.rng, cells, res, (pu, pv), grid=info.grid, code=info.code, base=base, eta=eta,
                                     delta=delta, sigma=sigma, kappa=kappa, carry=info.carry, row_ptr=self._moving[0],
