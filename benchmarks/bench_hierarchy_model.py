@@ -26,7 +26,8 @@ the cells).  Printed:
   ``--draws 1600``: max R-hat 1.010 and min bulk ESS 387 in 2,113 s of sampling, 1.021 and 187
   over the first 800 draws per chain, 1.052 and 40 over the first 400, and 1.041-1.052 and
   37-83 over any later window of 400: the short run's tail is the chains' steady state, whose
-  slowest cells, two tracts' people 65+, give 0.12 effective draws per draw);
+  slowest cells, two tracts' people 65+, give 0.12 effective draws per draw); and the draws per
+  chain, and the time, the goal would take at the run's measured rates (``print_goal_draws``);
 * where the chains are slow: the five cells of largest R-hat (tract, sex, age, R-hat, bulk ESS,
   posterior mean), how the cells with R-hat above 1.05 spread over the tracts, and the bulk ESS
   of the tracts' shares aged 65+ and under 18 (the directions a sampler finds hardest: a whole
@@ -273,6 +274,14 @@ def main(argv=None):
     ap.add_argument("--ellipses", type=int, default=None,
                     help="WalkGibbs(ellipses=N): matchings of sibling pairs whose whole move follows the carried "
                          "update by an elliptical slice (default privinfer.pymc.walk.ELLIPSES, one)")
+    ap.add_argument("--scale-surrogate", choices=("true", "block", "false"), default=None,
+                    help="WalkGibbs(scale_surrogate=...): the scales' corrections per scale, one for the whole move, "
+                         "or none (default privinfer.pymc.walk.SCALE_SURROGATE)")
+    ap.add_argument("--walk-rounds", type=int, default=None,
+                    help="WalkGibbs(rounds=...): matchings of the pair moves of the increments per iteration "
+                         "(default 2)")
+    ap.add_argument("--max-treedepth", type=int, default=None,
+                    help="NUTS's max_treedepth for the profiles, scales and concentration (default PyMC's, 10)")
     ap.add_argument("--carry-directions", default=None, type=_carry_count,
                     help="WalkGibbs(carry_directions=...): increments per pair in the carried update, an integer "
                          "or 'all' (default privinfer.pymc.walk.CARRY_DIRECTIONS)")
@@ -304,18 +313,23 @@ def main(argv=None):
         walk_module.ALONE_SMALL = args.alone
     if args.cousins is not None:
         walk_module.COUSINS_SMALL = args.cousins
+    if args.scale_surrogate is not None:
+        walk_module.SCALE_SURROGATE = {"true": True, "block": "block", "false": False}[args.scale_surrogate]
     if args.no_ellipses or args.ellipses is not None:
         walk_module.ELLIPSES = False if args.no_ellipses else args.ellipses
     t0 = time.perf_counter()
     with model:
         steps = [MeasuredPairsGibbs([model["x"]], sweeps=args.sweeps)]  # the step pm.sample() assigns
-        if args.carry_directions is not None:   # every walk's WalkGibbs, with this setting
-            steps.append(walk_module.WalkGibbs(carry_directions=None if args.carry_directions == "all"
-                                               else args.carry_directions))
+        walk_kwargs = {} if args.walk_rounds is None else {"rounds": args.walk_rounds}
+        if args.carry_directions is not None:
+            walk_kwargs["carry_directions"] = None if args.carry_directions == "all" else args.carry_directions
+        if walk_kwargs:                         # every walk's WalkGibbs, with these settings
+            steps.append(walk_module.WalkGibbs(**walk_kwargs))
         idata = pm.sample(args.draws, tune=args.tune, chains=args.chains, cores=min(args.chains, 2), step=steps,
                           random_seed=args.seed if args.chain_seed is None else args.chain_seed,
                           progressbar=False, compute_convergence_checks=False,
-                          compile_kwargs=None if args.mode is None else {"mode": args.mode})
+                          compile_kwargs=None if args.mode is None else {"mode": args.mode},
+                          **({} if args.max_treedepth is None else {"nuts": {"max_treedepth": args.max_treedepth}}))
     t_sample = time.perf_counter() - t0
     draws = idata.posterior["x"].values.reshape(-1, mech.n)
 
@@ -403,6 +417,7 @@ def main(argv=None):
     print_slow_profiles(idata, frame, geography, ATTRIBUTES, ess_x)
     print_slow_by_zeros(draws, A, share["ess_bulk"].to_numpy(), geography[-1])
     print_mix(idata, share["ess_bulk"].to_numpy())
+    print_goal_draws(ess_x, args.chains, args.draws, t_sample / (args.tune + args.draws))
     iid = independent_floor(args.chains, args.draws, mech.n, args.seed)
     print(f"independent draws of the same size ({args.chains} x {args.draws}, {mech.n} cells), the best any sampler "
           f"could print: cells max R-hat {iid[0]:.3f}, min bulk ESS {iid[1]:.0f}, cells with R-hat > 1.01: {iid[2]}")
@@ -530,6 +545,22 @@ def print_mix(idata, ess):
         print(f"{name}: posterior means median {np.median(mean):.2f}, 90th percentile {np.quantile(mean, 0.9):.2f}, "
               f"max {mean.max():.2f}; max R-hat {np.nanmax(rh):.3f}, min bulk ESS {np.nanmin(es):.0f}; Spearman with "
               f"the share 65+'s bulk ESS {rho:.2f}")
+
+
+def print_goal_draws(ess, chains: int, draws: int, per_iteration: float):
+    """The draws per chain the convergence goal would take at this run's measured rates: each
+    cell's bulk ESS per draw (ESS over ``chains x draws``) at the slowest cell, the 0.1% and 1%
+    quantiles; for min ESS 400, ``400 / (chains x rate)`` draws per chain; for max R-hat 1.01
+    over 49,818 cells, about 700 independent draws per chain (module docstring), so ``700 /
+    rate``; and the sampling time either takes at this run's seconds per iteration (tuning
+    left out).  A projection from one run: the slowest rate is itself a noisy extreme."""
+    rate = np.asarray(ess, dtype=float).ravel() / (chains * draws)
+    rate = rate[np.isfinite(rate)]
+    q = {"slowest cell": rate.min(), "0.1% quantile": np.quantile(rate, 0.001), "1% quantile": np.quantile(rate, 0.01)}
+    print("the goal's draws per chain at the measured ESS per draw (for min ESS 400 / for max R-hat 1.01; the "
+          f"sampling time of the larger at {per_iteration:.2f} s per iteration): " + "; ".join(
+              f"{k} {r:.3f}: {400 / (chains * r):.0f} / {700 / r:.0f} draws ({700 / r * per_iteration:.0f} s)"
+              for k, r in q.items()))
 
 
 def independent_floor(chains: int, draws: int, n: int, seed: int):

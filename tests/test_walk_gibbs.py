@@ -276,6 +276,44 @@ def test_corrected_slice_update_leaves_the_target_invariant_whatever_the_surroga
     assert 0.3 < accepted / n < 0.95                                    # refusals happen; moves too
 
 
+@pytest.mark.parametrize("steps", [1, 40])
+def test_block_corrected_update_leaves_a_correlated_target_invariant(steps):
+    # target: t0 the log of a Gamma(2) variable (skewed) and t1 | t0 ~ N(0.8 t0, 0.5^2), so the
+    # order of the scan matters; surrogate: independent normals, t0's centred 0.7 off its mode
+    # (a poor fit).  Exact draws, one block update each (both coordinates on the surrogate, then
+    # one test): t0's law and the residual t1 - 0.8 t0 (N(0, 0.25), independent of t0) pass KS
+    # and a correlation test (|r| sqrt(n) ~ N(0, 1) under the law: bound 4, a two-sided
+    # 6e-5 level); the scan without its test fails (power); two target evaluations each, and
+    # the whole move accepted or refused
+    rng = np.random.default_rng(29)
+    n = 4000
+    target = lambda t: 2 * t[0] - np.exp(t[0]) - 0.5 * ((t[1] - 0.8 * t[0]) / 0.5) ** 2          # noqa: E731
+    surrogate = lambda t: -0.5 * ((t[0] - np.log(2.0) - 0.7) / 0.5) ** 2 - 0.5 * t[1] ** 2     # noqa: E731
+    t0 = np.log(rng.gamma(2.0, size=n))
+    start = np.stack([t0, 0.8 * t0 + 0.5 * rng.standard_normal(n)], axis=1)
+    out, raw = np.empty((n, 2)), np.empty((n, 2))
+    accepted = 0
+    for j in range(n):
+        new, evals, acc = wk.update_log_scales_corrected(rng, target, surrogate, start[j], 1.0, steps, block=True)
+        assert evals == 2 and acc in (0, 2) and (acc == 2) == bool(np.any(new != start[j]))
+        out[j], accepted = new, accepted + (acc == 2)
+        t, f = start[j], surrogate(start[j])
+        for k in rng.permutation(2):
+            t, f, _ = wk.slice_coordinate(rng, surrogate, t, k, f, 1.0, steps)
+        raw[j] = t
+    for draws, passes in ((out, True), (raw, False)):
+        resid = draws[:, 1] - 0.8 * draws[:, 0]
+        p = min(stats.kstest(np.exp(draws[:, 0]), stats.gamma(2.0).cdf).pvalue,
+                stats.kstest(resid, stats.norm(0.0, 0.5).cdf).pvalue)
+        assert (p > ALPHA / 2) == passes
+        if passes:
+            assert abs(np.corrcoef(draws[:, 0], resid)[0, 1]) * np.sqrt(n) < 4.0
+    assert 0.1 < accepted / n < 0.95                                    # refusals happen; moves too
+    with pytest.raises(ValueError, match="^corrected must be False, True or 'block'$"):
+        wk.scale_update_transport(rng, np.ones((1, 2)), np.zeros((1, 2)), np.zeros((1, 1)), np.zeros(1, dtype=np.int64),
+                                  np.array([0.5]), 4.0, np.array([0, 1]), 0.5, corrected="blocks")
+
+
 def test_scale_updates_refuse_a_bad_reference():
     X = np.stack([_case(n=n, seed=k)[0] for k, n in enumerate((6, 40, 15))])
     B = np.tile(_case()[1], (3, 1))
@@ -413,7 +451,8 @@ def _assert_invariant_against_noncentred(rng, update, delta_at, lam0, grid, cdf,
     assert _ks(other, grid, cdf) < ALPHA
 
 
-@pytest.mark.parametrize("order, dof, corrected", [(1, 1, False), (2, 1, False), (2, 2, False), (2, 2, True)])
+@pytest.mark.parametrize("order, dof, corrected", [(1, 1, False), (2, 1, False), (2, 2, False), (2, 2, True),
+                                                   (2, 2, "block"), (1, 1, "block")])
 def test_transport_scale_update_moves_two_scales_jointly_and_exactly(order, dof, corrected):
     # two increments per unit (three age groups), one sibling group: the update slice samples
     # both log scales in turn, so it leaves their joint conditional (2-D quadrature) invariant;
@@ -638,7 +677,7 @@ def test_walk_gibbs_refuses_what_it_cannot_sample():
         for bad in (0, 1.5):
             with pytest.raises(ValueError, match="^slice_steps must be an integer >= 1$"):
                 WalkGibbs(slice_steps=bad)
-        with pytest.raises(ValueError, match="^scale_surrogate must be True or False$"):
+        with pytest.raises(ValueError, match="^scale_surrogate must be None, True, False or 'block'$"):
             WalkGibbs(scale_surrogate="yes")
         model["noncentering_age"].set_value(np.full(model["noncentering_age"].get_value().shape, 0.5))
         with pytest.raises(ValueError, match="centred"):

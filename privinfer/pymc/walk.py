@@ -114,7 +114,7 @@ from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, mi
                           scale_update_unit_transport, sibling_pairs, sized_pairs)
 
 __all__ = ["WalkGibbs", "register_walk", "scale_prior", "mix_prior", "carried_pairs", "collapsed_pairs",
-           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "COUSINS_SMALL", "ELLIPSES",
+           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "COUSINS_SMALL", "ELLIPSES", "SCALE_SURROGATE",
            "SCALE_CARRY"]
 
 _TAG = "privinfer_walk"
@@ -216,6 +216,10 @@ COUSINS_SMALL = 0.65
 #: counties a reference 0.3 off in every log scale left the correction's sd at 0.017 (0.015 at
 #: the current scales), one 1.0 off at 0.33.
 REF_WEIGHT = 0.1
+
+#: The scales' second update's surrogate (``WalkGibbs(scale_surrogate=None)``): True, one
+#: exact correction per scale; ``"block"``, one of the whole move; False, none.
+SCALE_SURROGATE = True
 
 #: :class:`WalkGibbs` follows the carried update of a walk with one row of cells per unit with one
 #: elliptical slice update of every sibling pair's whole move (a fresh matching), and every move
@@ -620,9 +624,13 @@ class WalkGibbs(ArrayStepShared):
         117 evaluations per iteration, 103 s against 142 s); the counties' 77 against 106 (30
         against 117).
     scale_surrogate
-        True (default): the scales' second update slice samples a quadratic surrogate of its
+        True: the scales' second update slice samples a quadratic surrogate of its
         target and corrects each scale's proposal by the exact target (module docstring, step
-        4); False: it slice samples the exact target.  Both leave the same law invariant.  The
+        4); ``"block"``: all scales' slice updates on the surrogate, in a random order, then one
+        correction of the whole move (:func:`~privinfer.pymc.walk_kernel.update_log_scales_corrected`
+        with ``block``: two exact evaluations instead of one per scale); False: it slice samples
+        the exact target.  All leave the same law invariant; None (default):
+        :data:`SCALE_SURROGATE`.  The
         surrogate expands the cells' log likelihood at the increments of reference log scales
         (``reference`` of :func:`~privinfer.pymc.walk_kernel.scale_update_transport`): during
         warm-up a running mean of the log scales (the mean of the first ten iterations, then an
@@ -709,7 +717,7 @@ class WalkGibbs(ArrayStepShared):
                              for info, r in zip(infos, rngs)])
 
     def __init__(self, vars=None, rounds: int = 2, scale_update: str = "transport", carry_directions=CARRY_DIRECTIONS,
-                 slice_steps: int = SLICE_STEPS, scale_surrogate: bool = True, scale_carry: int = SCALE_CARRY,
+                 slice_steps: int = SLICE_STEPS, scale_surrogate=None, scale_carry: int = SCALE_CARRY,
                  collapse=None, alone=None, cousins=None, ellipses=None, model=None, initial_point=None, rng=None,
                  blocked: bool = True, compile_kwargs=None):
         model = pm.modelcontext(model)
@@ -724,9 +732,11 @@ class WalkGibbs(ArrayStepShared):
         if int(slice_steps) != slice_steps or slice_steps < 1:
             raise ValueError("slice_steps must be an integer >= 1")
         self.slice_steps = int(slice_steps)
-        if not isinstance(scale_surrogate, (bool, np.bool_)):
-            raise ValueError("scale_surrogate must be True or False")
-        self.scale_surrogate = bool(scale_surrogate)
+        scale_surrogate = SCALE_SURROGATE if scale_surrogate is None else scale_surrogate
+        if not (isinstance(scale_surrogate, (bool, np.bool_)) or (isinstance(scale_surrogate, str)
+                                                                   and scale_surrogate == "block")):
+            raise ValueError("scale_surrogate must be None, True, False or 'block'")
+        self.scale_surrogate = scale_surrogate if isinstance(scale_surrogate, str) else bool(scale_surrogate)
         if int(scale_carry) != scale_carry or scale_carry < 0:
             raise ValueError("scale_carry must be an integer >= 0")
         self._per_move = 4.0 if self.slice_steps == 1 else 2.0

@@ -626,7 +626,7 @@ def move_update(rng, X, base, eta, delta, parts, sigma, kappa, code, order: int 
 
 def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, exponents=None,
                             width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None,
-                            steps: int = SLICE_STEPS, corrected: bool = False, reference=None, mix=None):
+                            steps: int = SLICE_STEPS, corrected: bool | str = False, reference=None, mix=None):
     r"""The step scales' update in (partially) non-centred coordinates: with exponents
     :math:`w_{u,k} \in [0, 1]` (default 1), the coordinates :math:`\tilde\epsilon_{u,k} =
     \delta_{u,k} / \sigma_k^{w_{u,k}}` held fixed and each :math:`\lambda_k = \log\sigma_k` in
@@ -677,7 +677,7 @@ def scale_update_noncentred(rng, X, base, delta, groups, sigma, kappa, code, pri
         rng, target_with(_cells_loglik(X, base, kappa, code, order, spacing, members)),
         _surrogate(target_with, corrected, X, base, kappa, code, order, spacing, members, delta.shape, reference,
                    lambda ref: centred(eps * np.exp(ref)[None, :] ** W, groups)),
-        np.log(sigma), width, steps)
+        np.log(sigma), width, steps, block=_block(corrected))
     sigma_new = np.exp(lam)
     return sigma_new, eps * sigma_new[None, :] ** W, evals, accepted
 
@@ -699,7 +699,8 @@ def update_log_scales(rng, target, lam, width=SLICE_WIDTH, steps: int = SLICE_ST
     return lam, evals
 
 
-def update_log_scales_corrected(rng, target, surrogate, lam, width=SLICE_WIDTH, steps: int = SLICE_STEPS):
+def update_log_scales_corrected(rng, target, surrogate, lam, width=SLICE_WIDTH, steps: int = SLICE_STEPS,
+                                block: bool = False):
     r""":func:`update_log_scales` with the slice sampling run on a cheap ``surrogate`` of
     ``target`` and each coordinate's new point accepted by the Metropolis--Hastings test of the
     difference (delayed acceptance; Christen and Fox 2005): from :math:`\lambda`, the slice
@@ -711,12 +712,33 @@ def update_log_scales_corrected(rng, target, surrogate, lam, width=SLICE_WIDTH, 
     symmetric: every coordinate's update leaves the exact ``target`` invariant whatever the
     surrogate, provided the surrogate is a fixed function during the update (it must not depend
     on ``lam``).  Its quality sets only the acceptance rate.  One evaluation of ``target`` per
-    coordinate instead of one per slice step.  Returns the new point, the number of evaluations
-    of ``target`` and the number of coordinates whose proposal was accepted."""
+    coordinate instead of one per slice step.
+
+    ``block``: every coordinate's slice update under the surrogate, in a uniformly random order,
+    then one test of the whole move, :math:`\min\{1, \exp([F(\lambda') - S(\lambda')] -
+    [F(\lambda) - S(\lambda)])\}`: two evaluations of ``target`` per update, not one per
+    coordinate.  The scan in a fixed order is not reversible, but its adjoint under :math:`e^S`
+    is the scan in the reverse order (each coordinate's update is reversible), and a uniformly
+    random order takes an order and its reverse with the same probability: the mixture over
+    orders is reversible with respect to :math:`e^S`, and the test above makes it so with
+    respect to :math:`e^F` (the argument of the single coordinate's test).  The log ratio of the
+    test is the sum of the coordinates' ratios, so the whole move is refused more often than a
+    single coordinate's.
+
+    Returns the new point, the number of evaluations of ``target`` and the number of coordinates
+    whose proposal was accepted (all or none with ``block``)."""
     lam = np.array(lam, dtype=float)
     f, s = target(lam), surrogate(lam)
     evals, accepted = 1, 0
     widths = np.broadcast_to(np.asarray(width, dtype=float), lam.shape)
+    if block:
+        new, s_new = lam, s
+        for k in rng.permutation(lam.size):
+            new, s_new, _ = slice_coordinate(rng, surrogate, new, k, s_new, widths[k], steps)
+        f_new = target(new)
+        if np.log(rng.random()) < (f_new - s_new) - (f - s):
+            return new, 2, lam.size
+        return lam, 2, 0
     for k in rng.permutation(lam.size):
         new, s_new, _ = slice_coordinate(rng, surrogate, lam, k, s, widths[k], steps)
         f_new = target(new)
@@ -769,7 +791,7 @@ def slice_coordinate(rng, target, lam, k, f, width: float = SLICE_WIDTH, steps: 
 
 def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float, width=SLICE_WIDTH,
                            order: int = 1, prior_dof: int = 1, spacing=None, steps: int = SLICE_STEPS,
-                           corrected: bool = False, reference=None, mix=None):
+                           corrected: bool | str = False, reference=None, mix=None):
     r"""The step scales' update along the increments' conditional: each :math:`\lambda_k =
     \log\sigma_k` in turn drawn by slice sampling with every unit's increments carried along the
     Gaussian approximation of their conditional given :math:`\sigma`.
@@ -865,13 +887,13 @@ def scale_update_transport(rng, X, base, delta, groups, sigma, kappa, code, prio
     lam, evals, accepted = _log_scale_moves(rng, target_with(_cells_loglik(X, base, kappa, code, order, spacing)),
                                             _surrogate(target_with, corrected, X, base, kappa, code, order, spacing,
                                                        None, delta.shape, reference, lambda ref: state(ref)[0]),
-                                            lam, width, steps)
+                                            lam, width, steps, block=_block(corrected))
     return np.exp(lam), state(lam)[1], evals, accepted
 
 
 def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code, prior_scale: float,
                                 width=SLICE_WIDTH, order: int = 1, prior_dof: int = 1, spacing=None, members=None,
-                                steps: int = SLICE_STEPS, corrected: bool = False, reference=None, loglik=None,
+                                steps: int = SLICE_STEPS, corrected: bool | str = False, reference=None, loglik=None,
                                 info_weight=None, coords=None, mix=None):
     r"""The step scales' update along each unit's own Gaussian approximation of its raw
     increments' conditional: :func:`scale_update_transport` with one information matrix per unit
@@ -959,7 +981,7 @@ def scale_update_unit_transport(rng, X, base, delta, groups, sigma, kappa, code,
         rng, target_with(_cells_loglik(X, base, kappa, code, order, spacing, members) if loglik is None else loglik),
         _surrogate(target_with, corrected, X, base, kappa, code, order, spacing, members, delta.shape, reference,
                    lambda ref: centred(state(ref)[0], groups)),
-        lam, width, steps, coords)
+        lam, width, steps, coords, block=_block(corrected))
     return np.exp(lam), state(lam)[0], evals, accepted
 
 
@@ -995,6 +1017,19 @@ def _surrogate(target_with, corrected: bool, X, base, kappa, code, order, spacin
     return target_with(lambda eta: rows_quadratic(eta, e_hat, score, n_eff, tails, order, h, mem))
 
 
+def _block(corrected) -> bool:
+    """Whether a scale update's ``corrected`` asks for one test of the whole move (``"block"``,
+    :func:`update_log_scales_corrected`) rather than one per coordinate (True); a one-line error
+    for anything else than False, True or ``"block"``."""
+    if isinstance(corrected, str):
+        if corrected != "block":
+            raise ValueError("corrected must be False, True or 'block'")
+        return True
+    if not isinstance(corrected, (bool, np.bool_)):
+        raise ValueError("corrected must be False, True or 'block'")
+    return False
+
+
 def _reference(reference, K1: int):
     """The surrogate's reference log scales ``(K1,)`` (finite), or None."""
     if reference is None:
@@ -1005,17 +1040,17 @@ def _reference(reference, K1: int):
     return ref
 
 
-def _log_scale_moves(rng, target, surrogate, lam, width, steps, coords=None):
+def _log_scale_moves(rng, target, surrogate, lam, width, steps, coords=None, block: bool = False):
     """The scale updates' slice moves of the log scales: on ``target`` itself
     (:func:`update_log_scales`; ``surrogate`` None, every coordinate's move counted as accepted)
     or on the surrogate with each coordinate's proposal corrected
     (:func:`update_log_scales_corrected`).  Returns the new point, the evaluations of ``target``
     and the accepted proposals (``coords``: the coordinates to update, None: all; the corrected
-    update updates all)."""
+    update updates all; ``block``: the corrected update's one test of the whole move)."""
     if surrogate is None:
         lam, evals = update_log_scales(rng, target, lam, width, steps, coords)
         return lam, evals, lam.size if coords is None else len(coords)
-    return update_log_scales_corrected(rng, target, surrogate, lam, width, steps)
+    return update_log_scales_corrected(rng, target, surrogate, lam, width, steps, block=block)
 
 
 def _refuse_mix(mix):
