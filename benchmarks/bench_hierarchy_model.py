@@ -552,8 +552,9 @@ def print_goal_draws(ess, chains: int, draws: int, per_iteration: float):
     cell's bulk ESS per draw (ESS over ``chains x draws``) at the slowest cell, the 0.1% and 1%
     quantiles; for min ESS 400, ``400 / (chains x rate)`` draws per chain; for max R-hat 1.01
     over 49,818 cells, about 700 independent draws per chain (module docstring), so ``700 /
-    rate``; and the sampling time either takes at this run's seconds per iteration (tuning
-    left out).  A projection from one run: the slowest rate is itself a noisy extreme."""
+    rate``, an upper estimate for the slow quantiles (the R-hat of fewer cells has a smaller
+    extreme); and the sampling time the larger takes at this run's seconds per iteration
+    (tuning left out).  A projection from one run: the slowest rate is itself a noisy extreme."""
     rate = np.asarray(ess, dtype=float).ravel() / (chains * draws)
     rate = rate[np.isfinite(rate)]
     q = {"slowest cell": rate.min(), "0.1% quantile": np.quantile(rate, 0.001), "1% quantile": np.quantile(rate, 0.01)}

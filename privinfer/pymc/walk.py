@@ -114,8 +114,8 @@ from .walk_kernel import (SLICE_STEPS, SLICE_WIDTH, centred, checked_members, mi
                           scale_update_unit_transport, sibling_pairs, sized_pairs)
 
 __all__ = ["WalkGibbs", "register_walk", "scale_prior", "mix_prior", "carried_pairs", "collapsed_pairs",
-           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "COUSINS_SMALL", "ELLIPSES", "SCALE_SURROGATE",
-           "SCALE_CARRY"]
+           "CARRY_DIRECTIONS", "CARRY_SMALL", "COLLAPSE_SMALL", "ALONE_SMALL", "COUSINS_SMALL", "ELLIPSES",
+           "SCALE_SURROGATE", "SCALE_CARRY"]
 
 _TAG = "privinfer_walk"
 
@@ -129,8 +129,14 @@ _TAG = "privinfer_walk"
 #: whatever the setting; 8 gave 48 and 51 on two machines, and with one run of 1 and of all the
 #: runs' spread and the settings' effect on that tract are not told apart.  The short runs' ratio
 #: (1 direction 1.9 times cheaper over 2 x (30 + 30)) is the first iterations' wide slices, not
-#: the steady state's.
-CARRY_DIRECTIONS = 8
+#: the steady state's.  Since the elliptical slice updates move a pair's whole walk
+#: (:data:`ELLIPSES`), 2 directions and three matchings of ellipses against 8 and one: chain seed
+#: 7, the cells above R-hat 1.01 1,673 against 1,715, the shares 65+ median bulk ESS 311 against
+#: 307, 734 s against 819 s (the 819 s run shared the machine with a minute of tests); with the
+#: scales' block correction too (:data:`SCALE_SURROGATE`), chain seed 11, back to back: 1,668
+#: against 1,775 cells above 1.01, shares 65+ median 315 against 308, under 18 340 against 353,
+#: max R-hat 1.048 both, min bulk ESS 53 against 47, 635 s against 708 s.
+CARRY_DIRECTIONS = 2
 
 #: A walk registered with ``sizes``: its carried update moves a pair along every direction, not
 #: :data:`CARRY_DIRECTIONS`, when both units have under this fraction of the median size of the
@@ -218,8 +224,16 @@ COUSINS_SMALL = 0.65
 REF_WEIGHT = 0.1
 
 #: The scales' second update's surrogate (``WalkGibbs(scale_surrogate=None)``): True, one
-#: exact correction per scale; ``"block"``, one of the whole move; False, none.
-SCALE_SURROGATE = True
+#: exact correction per scale; ``"block"``, one of the whole move (two exact evaluations of all
+#: cells per iteration instead of 23); False, none.  All Kentucky tracts, one chain each, side by
+#: side in time (with :data:`ELLIPSES` 3, :data:`CARRY_DIRECTIONS` 2 and one round of pair moves):
+#: the scales' update 114 ms per iteration against 182 ms (the rest is the surrogate's slice steps,
+#: mostly the transport of every unit's increments), the whole move accepted 0.93-0.96 against
+#: 0.99 per scale; 2 x (200 + 400), chain seed 7: 615 s against 734 s, the cells above R-hat
+#: 1.01 1,720 against 1,673, the shares 65+ median bulk ESS 311 both, the tracts' step scales'
+#: median 87 against 85; the cells' min bulk ESS 16 against 60 (one small tract's children,
+#: 21019000200, the slowest of seed 11 in earlier runs; seed 11 with it: 53).
+SCALE_SURROGATE = "block"
 
 #: :class:`WalkGibbs` follows the carried update of a walk with one row of cells per unit with one
 #: elliptical slice update of every sibling pair's whole move (a fresh matching), and every move
@@ -233,8 +247,11 @@ SCALE_SURROGATE = True
 #: (seed 7, side by side in time).  The extremes went both ways: the cells' max R-hat 1.035 and
 #: 1.068 against 1.052 and 1.043, min bulk ESS 71 and 26 against 40 and 45 (seed 11's worst, one
 #: tract's children: 21019000200), within the spread of one chain's windows of the same length
-#: (min ESS 37-83).
-ELLIPSES = True
+#: (min ESS 37-83).  An integer: that many matchings of ellipses after the carried update (the
+#: moves against siblings or a cousin keep one); 3 since the carried update takes 2 directions
+#: per pair (:data:`CARRY_DIRECTIONS`, measurements there): an ellipse costs about 11 evaluations
+#: per pair, a direction's slice about 5.
+ELLIPSES = 3
 
 #: Log step scales per iteration that :class:`WalkGibbs` also updates with the increments and
 #: the cells carried along (``scale_carry``; module docstring, step 5), drawn at random; off by
@@ -663,9 +680,10 @@ class WalkGibbs(ArrayStepShared):
     ellipses
         whether the carried update (sibling pairs) and every move against siblings or a cousin
         are followed by an elliptical slice update of each pair's whole move
-        (:func:`~privinfer.pymc.walk_carry.ellipse_update`); None (default): :data:`ELLIPSES` for a
-        walk registered with carry fractions, ``sizes``, sibling groups, one row of cells per unit
-        and no ``mix``, else off.
+        (:func:`~privinfer.pymc.walk_carry.ellipse_update`); an integer: that many matchings of
+        sibling pairs after the carried update (True: one; 0 or False: off); None (default):
+        :data:`ELLIPSES` for a walk registered with carry fractions, ``sizes``, sibling groups, one
+        row of cells per unit and no ``mix``, else off.
     model, initial_point, rng, blocked, compile_kwargs
         as for PyMC step methods.
 
