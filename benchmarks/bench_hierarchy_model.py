@@ -273,7 +273,7 @@ def main(argv=None):
                          "privinfer.pymc.walk.ELLIPSES)")
     ap.add_argument("--ellipses", type=int, default=None,
                     help="WalkGibbs(ellipses=N): matchings of sibling pairs whose whole move follows the carried "
-                         "update by an elliptical slice (default privinfer.pymc.walk.ELLIPSES, one)")
+                         "update by an elliptical slice (default privinfer.pymc.walk.ELLIPSES)")
     ap.add_argument("--scale-surrogate", choices=("true", "block", "false"), default=None,
                     help="WalkGibbs(scale_surrogate=...): the scales' corrections per scale, one for the whole move, "
                          "or none (default privinfer.pymc.walk.SCALE_SURROGATE)")

@@ -799,13 +799,19 @@ class WalkGibbs(ArrayStepShared):
         if ellipses is not None and not (isinstance(ellipses, (bool, np.bool_))
                                          or (isinstance(ellipses, (int, np.integer)) and ellipses >= 0)):
             raise ValueError("ellipses must be None, True, False or a number of matchings >= 0")
-        rounds = (int(ELLIPSES) if self._carries_one_row_per_unit() and info.mix is None else 0) if ellipses is None \
-            else int(ellipses) if info.carry is not None else 0
-        self.ellipse_rounds = rounds
-        self.ellipses = rounds > 0
+        if ellipses is None:
+            fits = self._carries_one_row_per_unit() and info.mix is None
+            self.ellipse_rounds = int(ELLIPSES) if fits else 0
+        else:
+            self.ellipse_rounds = int(ellipses) if info.carry is not None else 0
         self._cells_out = None
         self._parent_now = None
         super().__init__(vars, shared, blocked=blocked, rng=rng)
+
+    @property
+    def ellipses(self) -> bool:
+        """Whether the moves are followed by elliptical slice updates (``ellipse_rounds`` > 0)."""
+        return self.ellipse_rounds > 0
 
     def _carries_one_row_per_unit(self) -> bool:
         """Whether the walk was registered with carry fractions, ``sizes`` and sibling groups, one
