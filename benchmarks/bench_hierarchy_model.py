@@ -73,8 +73,8 @@ zero-touching shares 65+ min ESS 45 / 39 against 10 / 13; RMSE and coverage unch
 against 1,162 s on seed 11, both alone: better on one seed, worse on the other, and dearer.
 
 ``--collapse F``: ``WalkGibbs``'s collapsed move of the pairs of tracts both under ``F`` of the
-median size (default ``privinfer.pymc.walk.COLLAPSE_SMALL``, 0.5; 0: off; 100: every pair of a
-matching by size; the measurements are written beside that constant).
+median size (default ``privinfer.pymc.walk.COLLAPSE_SMALL``, ``inf``: every pair of a matching by
+size; 0: off; 0.5: the earlier default; the measurements are written beside that constant).
 
 ``--alone F``: ``WalkGibbs``'s move of a tract against several of its siblings (``privinfer.pymc.walk_alone``)
 for the tracts under ``F`` of the median size in counties of three or more tracts (default
@@ -259,7 +259,7 @@ def main(argv=None):
                          "quantiles (0: none)")
     ap.add_argument("--collapse", type=float, default=None,
                     help="WalkGibbs's collapsed move: pairs of tracts both under this fraction of the median size "
-                         "(default privinfer.pymc.walk.COLLAPSE_SMALL; 0: off)")
+                         "(default privinfer.pymc.walk.COLLAPSE_SMALL, inf: every pair; 0: off)")
     ap.add_argument("--alone", type=float, default=None,
                     help="WalkGibbs's move of a tract against several of its siblings: the tracts under this fraction "
                          "of the median size in counties of three or more (default privinfer.pymc.walk.ALONE_SMALL; "

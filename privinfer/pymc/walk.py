@@ -38,9 +38,9 @@ One iteration:
    (:mod:`privinfer.pymc.walk_alone`: a small unit's profile otherwise moves only with a
    sibling's the other way or with all of them, its parent's), then the collapsed
    move (:mod:`privinfer.pymc.walk_collapse`) of a fresh matching by size, its pairs of two
-   units under ``collapse`` (:data:`COLLAPSE_SMALL`) of the median size: the pair's walk drawn
-   from its law with the cells integrated out (a Gaussian approximation), both units' cells
-   drawn given it by the tree sampler, one exact Metropolis--Hastings test.  Where the data
+   units under ``collapse`` of the median size (:data:`COLLAPSE_SMALL`: every pair): the pair's
+   walk drawn from its law with the cells integrated out (a Gaussian approximation), both units'
+   cells drawn given it by the tree sampler, one exact Metropolis--Hastings test.  Where the data
    pin a unit's walk least, the walk and its cells taking turns is slowest, and this move has no
    such lag; then, for such a walk registered with a ``parent`` walk (a county's under its
    tracts'), every unit under ``cousins`` (:data:`COUSINS_SMALL`) of the median size moved alone,
@@ -86,6 +86,8 @@ departure scales of higher levels, the concentration) stay with NUTS.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pymc as pm
@@ -174,8 +176,27 @@ CARRY_SMALL = 0.65
 #: The same setting again on another machine: max R-hat 1.050, min bulk ESS 51, one cell above
 #: 1.05, the shares 65+ min ESS 29 (median 352) and under 18 70 (412), the parameters' max R-hat
 #: 1,021 s (other numbers of the carried update's directions: :data:`CARRY_DIRECTIONS`).  Still
-#: one chain seed and no baseline run on that machine.
-COLLAPSE_SMALL = 0.5
+#: one chain seed and no baseline run on that machine.  Since the ellipses and the scales' block
+#: correction made the rest cheaper (:data:`ELLIPSES`, :data:`SCALE_SURROGATE`), every pair of the
+#: matching (``inf``) against 0.5: Kentucky's first 40 counties (354 tracts), 2 x (200 + 400),
+#: chain seeds 7 and 11, each against 0.5 on the same seed: accepted 0.56 both; the cells above
+#: R-hat 1.01 305 and 300 against 654 and 719, their bulk ESS at the 1% quantile 322 and 320
+#: against 235 and 226, at the 0.1% quantile 224 and 217 against 169 and 144, median 614 and 613
+#: against 533 and 532, the cells aged 18 to 29 (the slowest ages) at their 1% quantile 303 and
+#: 302 against 201 and 191, for 202 s and 208 s against 170 s and 165 s: 12-20% more ESS per
+#: second at those quantiles.  All Kentucky tracts, chain seed 11, against 0.5 with the same
+#: defaults an earlier day on the same kind of machine: the cells above R-hat 1.01 838 against
+#: 1,696, max R-hat 1.028 against 1.050, min bulk ESS 81 against 63 (now all in the 780-person
+#: tract 21111008800; the tracts above half the median size min 140 against 63), median 623
+#: against 544; the tracts' shares 65+ median bulk ESS 409 against 315, under 18 438 against 343;
+#: the parameters' max R-hat 1.055 against 1.086; the bulk ESS per draw at the cells' 0.1% and 1%
+#: quantiles 0.263 and 0.413 against 0.203 and 0.308; RMSE and coverage unchanged; 789 s against
+#: 649 s (1.31 s per iteration against 1.08 s: about 0.4 ms for each of some 540 pairs).  Per
+#: second of sampling, the slow quantiles gain 7-10%, the bulk of the cells more.  Tried with it
+#: and left out: one round of ellipses instead of three and one round of the pair moves instead
+#: of two (first 40 counties, chain seed 7): no cheaper, slower tails (cells above 1.01 354 and 367
+#: against 305).
+COLLAPSE_SMALL = math.inf
 
 #: A walk registered with ``sizes``, carry fractions and sibling groups, one row of cells per unit:
 #: every unit under this fraction of the median unit's size in a group of three or more is moved
@@ -530,9 +551,11 @@ def carried_pairs(rng, info: WalkInfo, U: int, n_dirs: int, per_pair=CARRY_DIREC
 def collapsed_pairs(rng, info: WalkInfo, fraction: float):
     """The collapsed move's pairs ``(u, v)``: a matching of near neighbours in size within the
     sibling groups (:func:`~privinfer.pymc.walk_kernel.sized_pairs`), the pairs whose units both
-    have under ``fraction`` of the median size.  The choice never depends on the chain's state
-    (the sizes are fixed), so the move stays exact."""
+    have under ``fraction`` of the median size (``inf``: every pair).  The choice never depends on
+    the chain's state (the sizes are fixed), so the move stays exact."""
     u, v = sized_pairs(rng, info.groups, info.sizes)
+    if fraction == math.inf:
+        return u, v
     keep = np.maximum(info.sizes[u], info.sizes[v]) < fraction * np.median(info.sizes)
     return u[keep], v[keep]
 
@@ -661,9 +684,10 @@ class WalkGibbs(ArrayStepShared):
         is not only the cells holding the increments.
     collapse
         the collapsed move's threshold (module docstring, step 2): pairs of units both under this
-        fraction of the median size; None (default): :data:`COLLAPSE_SMALL` for a walk registered
-        with carry fractions, ``sizes``, sibling groups and one row of cells per unit whose
-        measurement rows hold one, all or none of a unit's cells, else off; 0: off.
+        fraction of the median size (``math.inf``: every pair of the matching); None (default):
+        :data:`COLLAPSE_SMALL` for a walk registered with carry fractions, ``sizes``, sibling
+        groups and one row of cells per unit whose measurement rows hold one, all or none of a
+        unit's cells, else off; 0: off.
     alone
         the units moved against several of their siblings (module docstring, step 2;
         :mod:`privinfer.pymc.walk_alone`): those under this fraction of the median size in sibling
@@ -826,8 +850,8 @@ class WalkGibbs(ArrayStepShared):
         error for a fraction asked of a walk that does not allow it."""
         info = self.info
         fits = self._carries_one_row_per_unit()
-        if collapse is not None and not (np.isfinite(collapse) and collapse >= 0):
-            raise ValueError("collapse must be None or a fraction of the median unit size >= 0")
+        if collapse is not None and not collapse >= 0:
+            raise ValueError("collapse must be None or a fraction of the median unit size >= 0 (inf: every pair)")
         if collapse == 0 or (collapse is None and not fits):
             return 0.0, None
         if not fits:
