@@ -132,3 +132,30 @@ def test_a_margin_of_part_of_a_tract_turns_the_collapsed_move_off():
         assert WalkGibbs(vars=[model[n] for n in tract_walk]).collapse == 0.0
         with pytest.raises(ValueError, match="several but not all"):
             WalkGibbs(vars=[model[n] for n in tract_walk], collapse=0.5)
+
+
+def test_collapsed_pairs_take_every_pair_of_the_matching_under_an_infinite_threshold():
+    # the default threshold (COLLAPSE_SMALL = inf) keeps every pair of the size matching, even
+    # where the median size is 0 (inf x 0 would be nan and keep none); a finite threshold keeps
+    # only the pairs whose larger unit is under it, from the same matching (same generator state)
+    from types import SimpleNamespace
+
+    from privinfer.pymc.walk import COLLAPSE_SMALL, collapsed_pairs
+    from privinfer.pymc.walk_kernel import sized_pairs
+
+    assert COLLAPSE_SMALL == np.inf
+    groups = np.repeat(np.arange(4), [2, 3, 5, 6])
+    for sizes in (np.arange(1.0, 17.0), np.zeros(16)):
+        info = SimpleNamespace(groups=groups, sizes=sizes)
+        u, v = collapsed_pairs(np.random.default_rng(3), info, np.inf)
+        eu, ev = sized_pairs(np.random.default_rng(3), groups, sizes)
+        np.testing.assert_array_equal(u, eu)
+        np.testing.assert_array_equal(v, ev)
+        assert u.size == 7          # 1 + 1 + 2 + 3 pairs, whatever the pattern drawn
+    info = SimpleNamespace(groups=groups, sizes=np.arange(1.0, 17.0))
+    u, v = collapsed_pairs(np.random.default_rng(3), info, 1.0)
+    eu, ev = sized_pairs(np.random.default_rng(3), groups, info.sizes)
+    keep = np.maximum(info.sizes[eu], info.sizes[ev]) < np.median(info.sizes)
+    assert 0 < keep.sum() < eu.size
+    np.testing.assert_array_equal(u, eu[keep])
+    np.testing.assert_array_equal(v, ev[keep])
